@@ -1,0 +1,1 @@
+"""Command-line layer: modules here parse options and render results; the work lives elsewhere."""

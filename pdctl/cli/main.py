@@ -1,0 +1,106 @@
+"""The `pdctl` entry point: a click group whose subcommands are imported only when invoked.
+
+Lazy loading keeps `pdctl --help` and `pdctl check-compat` free of heavy imports (torch, datasets).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from pdctl import __version__
+from pdctl.errors import PdctlError
+
+# command name -> "module:attribute"; each module owns one command (or a group of them).
+COMMANDS: dict[str, str] = {
+    "check-compat": "pdctl.cli.compat:check_compat",
+    "plan": "pdctl.cli.compat:plan",
+    "schema": "pdctl.cli.compat:schema",
+    "launch": "pdctl.cli.launch:launch",
+    "status": "pdctl.cli.launch:status",
+    "logs": "pdctl.cli.launch:logs",
+    "down": "pdctl.cli.launch:down",
+    "eval": "pdctl.cli.eval:eval_group",
+    "parity": "pdctl.cli.parity:parity",
+    "bench-transfer": "pdctl.cli.bench:bench_transfer",
+    "reference": "pdctl.cli.reference:reference",
+}
+
+SHORT_HELP: dict[str, str] = {
+    "check-compat": "Reject a topology SGLang would reject, before launch.",
+    "plan": "Show the KV transfer plan: head ownership and descriptors per rank pair.",
+    "schema": "Print the JSON Schema of the topology format.",
+    "launch": "Start prefill, decode and router from a topology.",
+    "status": "Health of every process of a run.",
+    "logs": "Show a process's log.",
+    "down": "Stop every process of a run.",
+    "eval": "Accuracy evals (gsm8k) against a deployment.",
+    "parity": "Logprob parity of a PD deployment against a reference server.",
+    "bench-transfer": "Measure one request's KV transfer between real ranks.",
+    "reference": "The CPU reference engine: checkpoints and serving.",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a subcommand's module only when that subcommand runs."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("pdctl"):
+                return _unavailable(cmd_name, str(exc))
+            raise
+        return getattr(module, attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Listing commands must not import them (heavy imports); use the static short help.
+        rows = [(name, SHORT_HELP.get(name, "")) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _unavailable(name: str, why: str) -> click.Command:
+    @click.command(name, help=f"(not available in this build: {why})")
+    def _cmd() -> None:
+        raise click.UsageError(f"command {name!r} is not available: {why}")
+
+    return _cmd
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="pdctl")
+def cli() -> None:
+    """pdctl: prefill/decode disaggregated SGLang serving — check, launch, eval, parity."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI, turning pdctl errors into a message and exit code (1 failed check, 2 bad input)."""
+    from pdctl.cli.render import print_error
+
+    try:
+        cli.main(args=argv, prog_name="pdctl", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        print_error("aborted")
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2)
+    except PdctlError as exc:
+        print_error(exc.message, exc.detail)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        print_error("interrupted")
+        sys.exit(130)
+    sys.exit(0)

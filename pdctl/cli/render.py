@@ -1,0 +1,32 @@
+"""Shared rendering helpers for the CLI: the console, errors, and writing `--json` documents."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def print_error(message: str, detail: str | None = None) -> None:
+    """Print an error (and e.g. a log tail) to stderr, the one way every command reports failure."""
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    if detail:
+        err_console.print(detail, highlight=False, markup=False)
+
+
+def write_json(path: str | None, document: Any) -> None:
+    """Write a command's JSON document to PATH, or to stdout when PATH is '-'; no-op when None."""
+    if path is None:
+        return
+    text = json.dumps(document, indent=2, sort_keys=False, default=str)
+    if path == "-":
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    else:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")

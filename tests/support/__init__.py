@@ -1,0 +1,1 @@
+"""Helpers shared by pdctl's tests (free ports, starting real servers)."""
