@@ -1,0 +1,179 @@
+"""`pdctl check-compat`, `pdctl plan`, `pdctl schema`: option parsing and rendering only.
+
+The verdicts come from pdctl.compat, the numbers from pdctl.plan; this module turns them into rich tables
+(stderr when `--json -` owns stdout) and exit codes (0 compatible, 1 incompatible, 2 bad input).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from pdctl.cli.render import console, err_console, write_json
+from pdctl.errors import CheckFailed
+
+_VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "warn": "yellow", "note": "cyan"}
+
+
+def _human(n: float) -> str:
+    """Bytes as B / KiB / MiB / GiB with 3 significant digits."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def _load(path: str) -> tuple[Any, Any]:
+    from pdctl.models import resolve_model_spec
+    from pdctl.topology import load_topology
+
+    topo = load_topology(path)
+    return topo, resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
+
+
+def _out(json_path: str | None) -> Console:
+    return err_console if json_path == "-" else console
+
+
+def _render_model(out: Console, model: dict[str, Any], attn_tp: dict[str, dict[str, Any]]) -> None:
+    kv = "MLA latent " + f"{model['kv_lora_rank']}+{model['qk_rope_head_dim']}" if model["mla"] else (
+        f"{model['num_kv_heads']} KV heads x head_dim {model['head_dim']}")
+    swa = (f"{len(model['swa_layers'])} sliding (window {model['sliding_window']}) + "
+           f"{len(model['full_layers'])} full" if model["hybrid_swa"] else f"{model['num_layers']} full")
+    out.print(f"[bold]model[/] {model['name']}  ({model['source']})", highlight=False)
+    out.print(f"  {model['num_layers']} layers: {swa}; {model['num_attention_heads']} attention heads; {kv}",
+              highlight=False)
+    parts = []
+    for role, info in attn_tp.items():
+        dp = f" / dp {info['dp']} (dp attention)" if info["enable_dp_attention"] else ""
+        parts.append(f"{role} tp {info['tp']}{dp} pp {info['pp']} -> attention TP {info['attn_tp']}")
+    out.print("  " + "; ".join(parts), highlight=False)
+
+
+def _render_findings(out: Console, findings: list[dict[str, Any]]) -> None:
+    table = Table(title="compatibility rules (SGLang 0.5.23)", show_lines=False, expand=False)
+    for col in ("rule", "severity", "verdict", "message", "fix"):
+        table.add_column(col, overflow="fold")
+    for f in findings:
+        verdict = "pass" if f["ok"] else {"error": "FAIL", "warning": "warn", "info": "note"}[f["severity"]]
+        style = _VERDICT_STYLE[verdict]
+        table.add_row(f["rule"], f["severity"], f"[{style}]{verdict}[/]", f["message"], f["fix"] or "")
+    out.print(table)
+
+
+def _render_heads(out: Console, heads: list[dict[str, Any]], mla: bool) -> None:
+    if not heads:
+        return
+    title = "head ownership (MLA: one latent, replicated)" if mla else "KV head ownership per decode rank"
+    table = Table(title=title)
+    for col in ("decode rank", "model heads", "from prefill rank", "src heads", "-> dst heads"):
+        table.add_column(col)
+    for row in heads:
+        first = True
+        for s in row["sources"]:
+            g = row["global_heads"]
+            table.add_row(
+                str(row["decode_rank"]) if first else "", f"[{g[0]}, {g[1]})" if first else "",
+                str(s["prefill_rank"]),
+                f"[{s['src_head_start']}, {s['src_head_start'] + s['num_heads']})",
+                f"[{s['dst_head_start']}, {s['dst_head_start'] + s['num_heads']})",
+            )
+            first = False
+    out.print(table)
+
+
+def _render_transfer(out: Console, plan: dict[str, Any] | None) -> None:
+    if not plan:
+        return
+    path = {"page": "whole pages (equal TP)", "head-slice": "per-token head slices (unequal TP)",
+            "mla": "whole pages of the MLA latent"}[plan["path"]]
+    table = Table(title=f"one request of {plan['tokens']} tokens: {path}, page_size {plan['page_size']}, "
+                        f"{plan['kv_cache_dtype']} ({plan['dtype_bytes']:g} B/elem)")
+    for col in ("P rank", "D rank", "heads src -> dst", "full: descr / bytes", "SWA: descr / bytes",
+                "total: descr / bytes"):
+        table.add_column(col, justify="right")
+    for p in plan["pairs"]:
+        table.add_row(
+            str(p["prefill_rank"]), str(p["decode_rank"]),
+            f"{p['src_head_start']}+{p['num_heads']} -> {p['dst_head_start']}",
+            f"{p['full_descriptors']:,} / {_human(p['full_bytes'])}",
+            f"{p['swa_descriptors']:,} / {_human(p['swa_bytes'])}",
+            f"{p['descriptors']:,} / {_human(p['bytes'])}",
+        )
+    out.print(table)
+    out.print(
+        f"  {plan['full_layers']} full-attention layers x {plan['full_pages']} pages; {plan['swa_layers']} SWA "
+        f"layers x {plan['swa_pages']} window pages; total {plan['total_descriptors']:,} descriptors, "
+        f"{_human(plan['total_bytes'])}", highlight=False,
+    )
+
+
+@click.command("check-compat")
+@click.argument("topology", type=click.Path(dir_okay=True))
+@click.option("--json", "json_path", metavar="PATH", help="Write the JSON report to PATH ('-' = stdout).")
+@click.option("--tokens", type=click.IntRange(min=1), default=8192, show_default=True,
+              help="Prompt length of the request whose transfer is counted.")
+def check_compat(topology: str, json_path: str | None, tokens: int) -> None:
+    """Check TOPOLOGY against every rule SGLang 0.5.23 enforces for PD serving (exit 1 if any error fails)."""
+    from pdctl.compat import compat_report
+
+    topo, spec = _load(topology)
+    report = compat_report(topo, spec, tokens)
+    out = _out(json_path)
+    _render_model(out, report["model"], report["attn_tp"])
+    _render_findings(out, report["findings"])
+    _render_heads(out, report["heads"], spec.mla)
+    _render_transfer(out, report["transfer"])
+    write_json(json_path, report)
+    failed = [f["rule"] for f in report["findings"] if f["severity"] == "error" and not f["ok"]]
+    if failed:
+        raise CheckFailed(f"{topo.name}: incompatible: {', '.join(failed)}")
+    out.print(f"[bold green]compatible[/]: {topo.name} passes all {len(report['findings'])} rules",
+              highlight=False)
+
+
+@click.command("plan")
+@click.argument("topology", type=click.Path(dir_okay=True))
+@click.option("--tokens", type=click.IntRange(min=1), default=8192, show_default=True,
+              help="Prompt length of the request.")
+@click.option("--prefix", "prefix_len", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Tokens of the prompt decode already holds (radix cache); only the rest is sent.")
+@click.option("--json", "json_path", metavar="PATH", help="Write the plan as JSON to PATH ('-' = stdout).")
+def plan(topology: str, tokens: int, prefix_len: int, json_path: str | None) -> None:
+    """Show the KV transfer plan of TOPOLOGY: head ownership and descriptors/bytes per rank pair."""
+    from pdctl.compat.evaluate import attn_tp_info
+    from pdctl.errors import UserError
+    from pdctl.plan import ownership_map, ratio_ok, transfer_plan
+
+    topo, spec = _load(topology)
+    if prefix_len > tokens:
+        raise UserError(f"--prefix ({prefix_len}) is longer than --tokens ({tokens})")
+    p_tp, d_tp = topo.prefill.attn_tp, topo.decode.attn_tp
+    if not ratio_ok(p_tp, d_tp):
+        raise CheckFailed(f"{topo.name}: no transfer plan: attention TP {p_tp} and {d_tp} do not divide each "
+                          "other (see `pdctl check-compat`)")
+    doc = {
+        "topology": topo.name,
+        "model": spec.to_dict(),
+        "attn_tp": attn_tp_info(topo),
+        "heads": ownership_map(p_tp, d_tp, 1 if spec.mla else spec.num_kv_heads),
+        "transfer": transfer_plan(topo, spec, tokens, prefix_len).to_dict(),
+    }
+    out = _out(json_path)
+    _render_model(out, doc["model"], doc["attn_tp"])
+    _render_heads(out, doc["heads"], spec.mla)
+    _render_transfer(out, doc["transfer"])
+    write_json(json_path, doc)
+
+
+@click.command("schema")
+def schema() -> None:
+    """Print the JSON Schema of the topology file format."""
+    from pdctl.topology.schema import topology_json_schema
+
+    click.echo(json.dumps(topology_json_schema(), indent=2))

@@ -1,0 +1,67 @@
+"""Run every rule over a topology and assemble the check-compat report (CLI.md's JSON document).
+
+`evaluate` returns one finding per rule — passing ones too — so the table and JSON always list every rule
+and a reader can see what was checked, not only what failed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pdctl.compat.context import Context
+from pdctl.compat.findings import Finding
+from pdctl.compat.table import RULES
+from pdctl.models.spec import ModelSpec
+
+
+def evaluate(topo: Any, spec: ModelSpec) -> list[Finding]:
+    """One Finding per rule, in table order; `ok` false where the rule fired."""
+    ctx = Context(topo, spec)
+    findings: list[Finding] = []
+    for rule in RULES:
+        outcome = rule.check(ctx)
+        findings.append(Finding(rule.id, rule.severity, not outcome.fired, outcome.message,
+                                rule.fix if outcome.fired else None))
+    return findings
+
+
+def is_compatible(findings: list[Finding]) -> bool:
+    """False iff some error-severity finding failed (CLI.md's definition of `ok`)."""
+    return not any(f.is_error for f in findings)
+
+
+def attn_tp_info(topo: Any) -> dict[str, dict[str, int | bool]]:
+    """Attention TP per role with the numbers it is derived from."""
+    return {
+        r.name: {"tp": r.tp, "dp": r.dp, "enable_dp_attention": r.enable_dp_attention, "pp": r.pp,
+                 "attn_tp": r.attn_tp}
+        for r in topo.roles()
+    }
+
+
+def compat_report(topo: Any, spec: ModelSpec, tokens: int = 8192) -> dict[str, Any]:
+    """The whole check-compat document: verdict, model spec, findings, head map, attn TP, transfer plan.
+
+    The head map and transfer plan are only computable when the TP sizes map onto each other; when they do
+    not, they are null and the findings say why.
+    """
+    from pdctl.plan.heads import ownership_map, ratio_ok
+    from pdctl.plan.transfer import transfer_plan
+
+    findings = evaluate(topo, spec)
+    p_tp, d_tp = topo.prefill.attn_tp, topo.decode.attn_tp
+    heads: list[dict[str, Any]] = []
+    transfer: dict[str, Any] | None = None
+    if ratio_ok(p_tp, d_tp):
+        heads = ownership_map(p_tp, d_tp, 1 if spec.mla else spec.num_kv_heads)
+        transfer = transfer_plan(topo, spec, tokens).to_dict()
+    return {
+        "ok": is_compatible(findings),
+        "topology": topo.name,
+        "source": str(topo.source_path) if getattr(topo, "source_path", None) else None,
+        "model": spec.to_dict(),
+        "findings": [f.to_dict() for f in findings],
+        "heads": heads,
+        "attn_tp": attn_tp_info(topo),
+        "transfer": transfer,
+    }

@@ -1,0 +1,73 @@
+"""The data types of check-compat: a Rule (id, severity, check, fix) and the Finding it produces.
+
+Rules are data so that the table, the docs and the tests enumerate the same list, and a new SGLang
+restriction is one row plus one small pure function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pdctl.compat.context import Context
+
+Severity = Literal["error", "warning", "info"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a check returns: `fired` = the rule's condition holds (an error, if the severity is error)."""
+
+    fired: bool
+    message: str
+
+
+def passed(message: str) -> Outcome:
+    """The condition does not hold; `message` says why the topology is fine on this point."""
+    return Outcome(False, message)
+
+
+def fired(message: str) -> Outcome:
+    """The condition holds; `message` is what SGLang would say (its own wording where it has one)."""
+    return Outcome(True, message)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One compatibility rule; `mirrors` names the SGLang behaviour it reproduces (for docs)."""
+
+    id: str
+    severity: Severity
+    check: Callable[[Context], Outcome]
+    fix: str
+    summary: str
+    mirrors: str = ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The verdict of one rule on one topology: `ok` is false when the rule fired."""
+
+    rule: str
+    severity: Severity
+    ok: bool
+    message: str
+    fix: str | None
+
+    @property
+    def is_error(self) -> bool:
+        """True for a failed error-severity finding, the only kind that makes a topology incompatible."""
+        return self.severity == "error" and not self.ok
+
+    @property
+    def verdict(self) -> str:
+        """pass / FAIL / warn / note, as the table shows it."""
+        if self.ok:
+            return "pass"
+        return {"error": "FAIL", "warning": "warn", "info": "note"}[self.severity]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape CLI.md fixes: rule, severity, ok, message, fix."""
+        return asdict(self)

@@ -1,0 +1,98 @@
+"""Parse a Hugging Face config.json into a ModelSpec, reading only what PD compatibility depends on.
+
+Keys follow the HF conventions SGLang itself reads: `num_key_value_heads` (defaults to the attention heads),
+`head_dim` (or hidden_size / heads), `num_hidden_layers`, gpt-oss style `layer_types` + `sliding_window`, and
+`kv_lora_rank` for MLA. Multimodal configs nest the language model under `text_config`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pdctl.errors import UserError
+from pdctl.models.spec import LayerType, ModelSpec
+
+_SLIDING = {"sliding_attention", "sliding", "local_attention", "swa"}
+_FULL = {"full_attention", "full", "attention", "global_attention"}
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Load a config.json; unreadable or non-object JSON is bad input (UserError), not a crash."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read model config: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object in a model config, got {type(data).__name__}")
+    return data
+
+
+def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None) -> int | None:
+    value = cfg.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UserError(f"{where}: {key}: expected a non-negative integer, got {value!r}")
+    return value
+
+
+def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpec:
+    """Build a ModelSpec from a config.json dict; missing/odd keys name the file (`source`) and the key."""
+    if "num_hidden_layers" not in cfg and isinstance(cfg.get("text_config"), dict):
+        cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k == "_name_or_path"}}
+    layers = _int(cfg, "num_hidden_layers", source)
+    heads = _int(cfg, "num_attention_heads", source)
+    if not layers or not heads:
+        raise UserError(f"{source}: model config needs positive num_hidden_layers and num_attention_heads")
+    kv_heads = _int(cfg, "num_key_value_heads", source) or heads
+    hidden = _int(cfg, "hidden_size", source)
+    kv_lora_rank = _int(cfg, "kv_lora_rank", source)
+    mla = kv_lora_rank is not None and kv_lora_rank > 0
+    rope = _int(cfg, "qk_rope_head_dim", source) if mla else None
+    head_dim = _int(cfg, "head_dim", source)
+    if not head_dim and mla and cfg.get("qk_nope_head_dim") is not None:
+        head_dim = (_int(cfg, "qk_nope_head_dim", source) or 0) + (rope or 0)
+    if not head_dim:
+        if not hidden:
+            raise UserError(f"{source}: model config has neither head_dim nor hidden_size")
+        head_dim = hidden // heads
+    layer_types = _layer_types(cfg, layers, source)
+    window = _int(cfg, "sliding_window", source)
+    if "sliding" not in layer_types:
+        window = None
+    elif not window:
+        raise UserError(f"{source}: layer_types has sliding layers but sliding_window is not set")
+    try:
+        return ModelSpec(
+            name=name, num_layers=layers, num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
+            layer_types=layer_types, sliding_window=window, mla=mla, kv_lora_rank=kv_lora_rank if mla else None,
+            hidden_size=hidden, vocab_size=_int(cfg, "vocab_size", source), source=source,
+            qk_rope_head_dim=(rope if rope is not None else 64) if mla else None,
+        )
+    except ValueError as exc:
+        raise UserError(f"{source}: {exc}") from None
+
+
+def _layer_types(cfg: dict[str, Any], layers: int, source: str) -> list[LayerType]:
+    raw = cfg.get("layer_types")
+    if raw is None:
+        return ["full"] * layers
+    if not isinstance(raw, list) or len(raw) != layers:
+        raise UserError(f"{source}: layer_types: expected a list of {layers} entries (num_hidden_layers)")
+    out: list[LayerType] = []
+    for i, t in enumerate(raw):
+        key = str(t).lower()
+        if key in _SLIDING:
+            out.append("sliding")
+        elif key in _FULL:
+            out.append("full")
+        else:
+            raise UserError(
+                f"{source}: layer_types[{i}]: unsupported layer type {t!r} "
+                "(expected sliding_attention or full_attention)"
+            )
+    return out

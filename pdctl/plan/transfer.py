@@ -1,0 +1,178 @@
+"""Descriptor and byte counts of one request's KV transfer, per (prefill rank, decode rank) pair.
+
+Mirrors what SGLang 0.5.23 puts on the wire: equal attention TP sends whole pages (one descriptor per page per
+layer K/V, before SGLang merges contiguous runs); unequal TP takes the head-slice path (one descriptor per token
+per layer K/V, only the decode rank's heads); SWA layers send only the window pages; MLA sends one latent buffer
+per layer from one prefill rank. Numbers people can hold against a NIXL/Mooncake trace or a bench-transfer run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pdctl.models.spec import ModelSpec
+from pdctl.plan.heads import head_slice_params, heads_on_rank, prefill_peers, ratio_ok
+from pdctl.plan.windows import full_pages, swa_window_pages
+
+# bits per cached KV element by --kv-cache-dtype; "auto" follows the bf16 checkpoints pdctl targets.
+DTYPE_BITS: dict[str, int] = {
+    "auto": 16, "bf16": 16, "bfloat16": 16, "fp16": 16, "float16": 16, "half": 16,
+    "fp32": 32, "float32": 32, "float": 32,
+    "fp8_e4m3": 8, "fp8_e5m2": 8, "fp8": 8, "mxfp8": 8,
+    "nvfp4": 4, "fp4_mx_block16": 4, "fp4_e2m1": 4,
+}
+
+
+def dtype_bits(kv_cache_dtype: str | None, auto_bits: int = 16) -> int:
+    """Bits of one cached element (block-scale factors of mx/nv formats are ignored: a few percent).
+
+    `auto` means the checkpoint's dtype: bf16 for the models pdctl targets, float32 on the reference engine
+    (callers pass `auto_bits=32` there).
+    """
+    key = str(kv_cache_dtype or "auto").lower()
+    return auto_bits if key == "auto" else DTYPE_BITS.get(key, 16)
+
+
+def dtype_bytes(kv_cache_dtype: str | None) -> float:
+    """Bytes of one cached element (0.5 for the 4-bit formats)."""
+    return dtype_bits(kv_cache_dtype) / 8
+
+
+@dataclass(frozen=True)
+class RankPair:
+    """One (prefill rank, decode rank) pair of a request's transfer."""
+
+    prefill_rank: int
+    decode_rank: int
+    src_head_start: int
+    num_heads: int
+    dst_head_start: int
+    full_descriptors: int
+    full_bytes: int
+    swa_descriptors: int
+    swa_bytes: int
+
+    @property
+    def descriptors(self) -> int:
+        """All descriptors of this pair (full-attention + SWA window)."""
+        return self.full_descriptors + self.swa_descriptors
+
+    @property
+    def bytes(self) -> int:
+        """All bytes of this pair (full-attention + SWA window)."""
+        return self.full_bytes + self.swa_bytes
+
+
+@dataclass(frozen=True)
+class TransferPlan:
+    """The plan of one request of `tokens` prompt tokens; `path` is page | head-slice | mla."""
+
+    tokens: int
+    prefix_len: int
+    page_size: int
+    prefill_attn_tp: int
+    decode_attn_tp: int
+    kv_cache_dtype: str
+    dtype_bytes: float
+    path: str
+    full_layers: int
+    swa_layers: int
+    full_pages: int
+    swa_pages: int
+    pairs: list[RankPair] = field(default_factory=list)
+
+    @property
+    def total_descriptors(self) -> int:
+        """Descriptors over all rank pairs."""
+        return sum(p.descriptors for p in self.pairs)
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes over all rank pairs (with replicated heads, more than one copy of the KV)."""
+        return sum(p.bytes for p in self.pairs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON view: the plan, each pair with its totals, and the grand totals."""
+        d = asdict(self)
+        d["pairs"] = [{**asdict(p), "descriptors": p.descriptors, "bytes": p.bytes} for p in self.pairs]
+        d["total_descriptors"] = self.total_descriptors
+        d["total_bytes"] = self.total_bytes
+        return d
+
+
+def plan_transfer(
+    spec: ModelSpec,
+    *,
+    tokens: int,
+    prefill_tp: int,
+    decode_tp: int,
+    page_size: int,
+    kv_cache_dtype: str = "auto",
+    hybrid_swa_memory: bool = True,
+    prefix_len: int = 0,
+    auto_bits: int = 16,
+) -> TransferPlan:
+    """Count descriptors and bytes per rank pair for one request (pure; `transfer_plan` feeds it a topology).
+
+    `prefill_tp`/`decode_tp` are attention TP sizes. Layers are summed over pipeline stages: PP splits them but
+    does not change what one TP rank pair moves in total.
+    """
+    if tokens < 1:
+        raise ValueError(f"tokens must be positive, got {tokens}")
+    if not ratio_ok(prefill_tp, decode_tp):
+        raise ValueError(f"attention TP sizes {prefill_tp} and {decode_tp}: neither divides the other")
+    bits = dtype_bits(kv_cache_dtype, auto_bits)
+    swa = spec.hybrid_swa and hybrid_swa_memory and not spec.mla
+    n_swa = len(spec.swa_layers) if swa else 0
+    n_full = spec.num_layers - n_swa
+    fp = len(full_pages(tokens, prefix_len, page_size))
+    sp = len(swa_window_pages(tokens, prefix_len, spec.sliding_window or 1, page_size)) if swa else 0
+    equal = prefill_tp == decode_tp
+    path = "mla" if spec.mla else ("page" if equal else "head-slice")
+    pairs: list[RankPair] = []
+    for d in range(decode_tp):
+        peers = prefill_peers(prefill_tp, decode_tp, d)
+        for p in peers:
+            if spec.mla:
+                # One latent buffer per layer, replicated on every rank: only the first peer sends real KV.
+                real = p == peers[0]
+                per_page = page_size * spec.kv_elems_per_token() * bits // 8
+                n_desc = fp * spec.num_layers if real else 0
+                pairs.append(RankPair(p, d, 0, 1, 0, n_desc, n_desc * per_page, 0, 0))
+                continue
+            hs = head_slice_params(prefill_tp, decode_tp, p, d, spec.num_kv_heads)
+            if equal:
+                item = page_size * heads_on_rank(spec.num_kv_heads, prefill_tp) * spec.head_dim * bits // 8
+                full_d, swa_d = fp * n_full * 2, sp * n_swa * 2
+                pairs.append(RankPair(p, d, hs.src_head_start, hs.num_heads, hs.dst_head_start,
+                                      full_d, full_d * item, swa_d, swa_d * item))
+            else:
+                block = hs.num_heads * spec.head_dim * bits // 8
+                full_d, swa_d = fp * page_size * n_full * 2, sp * page_size * n_swa * 2
+                pairs.append(RankPair(p, d, hs.src_head_start, hs.num_heads, hs.dst_head_start,
+                                      full_d, full_d * block, swa_d, swa_d * block))
+    return TransferPlan(
+        tokens=tokens, prefix_len=prefix_len, page_size=page_size, prefill_attn_tp=prefill_tp,
+        decode_attn_tp=decode_tp, kv_cache_dtype=str(kv_cache_dtype), dtype_bytes=bits / 8, path=path,
+        full_layers=n_full, swa_layers=n_swa, full_pages=fp, swa_pages=sp, pairs=pairs,
+    )
+
+
+def transfer_plan(topo: Any, spec: ModelSpec, tokens: int, prefix_len: int = 0) -> TransferPlan:
+    """`plan_transfer` for a loaded topology: attention TPs, prefill's page size and KV dtype, SWA pools.
+
+    The reference engine caches float32, so its `auto` dtype counts 4 bytes per element.
+    """
+    pre, dec = topo.prefill, topo.decode
+    return plan_transfer(
+        spec,
+        tokens=tokens,
+        prefill_tp=pre.attn_tp,
+        decode_tp=dec.attn_tp,
+        page_size=pre.page_size,
+        kv_cache_dtype=pre.kv_cache_dtype,
+        hybrid_swa_memory=bool(pre.hybrid_swa_memory and dec.hybrid_swa_memory),
+        prefix_len=prefix_len,
+        auto_bits=32 if getattr(topo.engine, "kind", "sglang") == "reference" else 16,
+    )

@@ -1,0 +1,36 @@
+"""Which pages of one request SGLang transfers: all pages for full-attention layers, a window for SWA layers.
+
+SGLang's prefill (`_swa_payload` in disaggregation/prefill.py) sends only the tokens a sliding-window layer can
+still attend to: `[max(prefix, len - window), len)`, the start rounded down to a page boundary. Counting pages
+here, not tokens, is what makes pdctl's descriptor and byte counts match the real transfer.
+"""
+
+from __future__ import annotations
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _check(prompt_len: int, prefix_len: int, page_size: int) -> None:
+    if page_size < 1:
+        raise ValueError(f"page_size must be positive, got {page_size}")
+    if prompt_len < 0 or prefix_len < 0:
+        raise ValueError(f"lengths must be non-negative, got prompt_len={prompt_len}, prefix_len={prefix_len}")
+
+
+def full_pages(prompt_len: int, prefix_len: int, page_size: int) -> range:
+    """Request-relative pages of a full-attention layer that go over the wire (prefix pages already there)."""
+    _check(prompt_len, prefix_len, page_size)
+    return range(min(prefix_len, prompt_len) // page_size, _ceil_div(prompt_len, page_size))
+
+
+def swa_window_pages(prompt_len: int, prefix_len: int, window: int, page_size: int) -> range:
+    """Request-relative pages SGLang sends for SWA layers: from page-aligned `max(prefix, len - window)` to the end."""
+    _check(prompt_len, prefix_len, page_size)
+    if window < 1:
+        raise ValueError(f"window must be positive, got {window}")
+    start = max(prefix_len, prompt_len - window)
+    start = min(start, prompt_len)
+    start = (start // page_size) * page_size
+    return range(start // page_size, _ceil_div(prompt_len, page_size))

@@ -1,0 +1,224 @@
+"""Every rule has a passing and a failing case; the acceptance examples of issue 2 behave as specified."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pdctl.compat import RULES, RULES_BY_ID, compat_report, evaluate, is_compatible
+from pdctl.compat.context import parse_version
+from pdctl.models import resolve_model_spec
+from pdctl.topology import load_topology
+from tests.compat.topo_factory import gpu, make
+
+ROOT = Path(__file__).resolve().parents[2]
+INVALID = ROOT / "configs" / "invalid"
+# Rules whose failing config cannot avoid failing a second rule too (documented in the config's comment).
+ALSO_FAILS = {"hetero-tp-swa-buffers": {"unified-memory-tp"}}
+
+
+def failed(topo, spec) -> set[str]:
+    return {f.rule for f in evaluate(topo, spec) if f.is_error}
+
+
+def finding(topo, spec, rule):
+    return next(f for f in evaluate(topo, spec) if f.rule == rule)
+
+
+def test_one_finding_per_rule_in_table_order():
+    topo, spec = make()
+    findings = evaluate(topo, spec)
+    assert [f.rule for f in findings] == [r.id for r in RULES]
+    assert all(f.ok and f.fix is None for f in findings)
+    assert is_compatible(findings)
+    assert len(RULES_BY_ID) == len(RULES) >= 23
+
+
+def test_every_rule_has_fix_summary_and_known_severity():
+    for rule in RULES:
+        assert rule.fix and rule.summary and rule.severity in ("error", "warning", "info")
+
+
+@pytest.mark.parametrize("rule", [r.id for r in RULES if r.severity == "error"])
+def test_invalid_config_fires_exactly_its_rule(rule, monkeypatch):
+    monkeypatch.chdir(ROOT)  # attn-tp-ratio's model.config is relative to the repository root
+    path = INVALID / f"{rule}.yaml"
+    assert path.is_file(), f"missing {path}"
+    assert path.read_text().startswith("#"), "each invalid config starts with a comment"
+    topo = load_topology(path)
+    spec = resolve_model_spec(topo.model)
+    assert failed(topo, spec) == {rule} | ALSO_FAILS.get(rule, set())
+    f = finding(topo, spec, rule)
+    assert f.message and f.fix == RULES_BY_ID[rule].fix
+
+
+# --- the acceptance examples of issue 2 ---------------------------------------------------------------
+
+def test_p1_d4_pp2_fails_hetero_tp_swa_pp():
+    topo, spec = make(prefill={"pp": 2})
+    assert failed(topo, spec) == {"hetero-tp-swa-pp"}
+    assert "non-MLA SWA hybrid models with pipeline parallelism yet" in finding(topo, spec, "hetero-tp-swa-pp").message
+    # pp 2 on both roles (decode node big enough): same verdict
+    topo, spec = make(nodes=gpu("gb300", 4, 8), prefill={"pp": 2}, decode={"pp": 2})
+    assert failed(topo, spec) == {"hetero-tp-swa-pp"}
+
+
+@pytest.mark.parametrize("layout", ["vectorized_5d", "hnd"])
+def test_p1_d4_layout_fails_hetero_tp_swa_layout(layout):
+    topo, spec = make(server={"kv_layout": layout})
+    assert failed(topo, spec) == {"hetero-tp-swa-layout"}
+    assert f"needs the NHD KV cache layout, got {layout}" in finding(topo, spec, "hetero-tp-swa-layout").message
+
+
+def test_p1_d4_mxfp8_fails_hetero_tp_mxfp8():
+    topo, spec = make(server={"kv_cache_dtype": "mxfp8"})
+    assert failed(topo, spec) == {"hetero-tp-mxfp8"}
+
+
+def test_mxfp8_equal_tp_passes_on_gb300_fails_on_h100():
+    topo, spec = make(server={"kv_cache_dtype": "mxfp8"}, prefill={"tp": 4})
+    assert failed(topo, spec) == set()
+    topo, spec = make(nodes=gpu("h100"), server={"kv_cache_dtype": "mxfp8"}, prefill={"tp": 4})
+    assert failed(topo, spec) == {"mxfp8-gpu"}
+    assert "requires an SM100+ (Blackwell) GPU" in finding(topo, spec, "mxfp8-gpu").message
+
+
+# --- passing / not-applicable sides of the rules -----------------------------------------------------
+
+def test_equal_tp_exempts_head_slice_rules():
+    topo, spec = make(prefill={"tp": 4, "pp": 2}, decode={"tp": 4, "pp": 2}, nodes=gpu("gb300", 8, 8),
+                      server={"kv_layout": "vectorized_5d"})
+    assert failed(topo, spec) == set()
+
+
+def test_hybrid_swa_memory_off_exempts_swa_rules():
+    topo, spec = make(prefill={"pp": 2}, server={"hybrid_swa_memory": False, "kv_layout": "hnd"},
+                      engine={"version": "0.5.20"})
+    assert failed(topo, spec) == set()
+    assert "hybrid_swa_memory: false" in finding(topo, spec, "hetero-tp-swa-pp").message
+
+
+def test_non_swa_model_exempts_swa_rules():
+    topo, spec = make(model={"path": "meta-llama/Llama-3.1-8B", "preset": "llama-3.1-8b"},
+                      prefill={"tp": 4, "pp": 2}, decode={"tp": 2}, nodes=gpu("h100", 8, 4))
+    assert failed(topo, spec) == set()
+
+
+def test_mla_unequal_tp_passes_and_staging_ok_without_mla():
+    topo, spec = make(model={"path": "deepseek-ai/DeepSeek-V3", "preset": None}, nodes=gpu("gb300", 8, 8),
+                      prefill={"tp": 8}, decode={"tp": 4}, server={"kv_cache_dtype": "mxfp8"})
+    assert spec.mla and failed(topo, spec) == set()
+
+
+def test_dp_attention_sets_attn_tp():
+    # tp 4 with dp 4 attention on decode: attention TP 1 == prefill's 1, so whole pages and mxfp8 is fine
+    topo, spec = make(decode={"tp": 4, "dp": 4, "enable_dp_attention": True}, server={"kv_cache_dtype": "mxfp8"})
+    assert topo.decode.attn_tp == 1 and failed(topo, spec) == set()
+    report = compat_report(topo, spec, 1024)
+    assert report["attn_tp"]["decode"]["attn_tp"] == 1 and report["transfer"]["path"] == "page"
+
+
+def test_hetero_tp_swa_version_rules():
+    for version, bad in [("0.5.22", True), ("0.5.23rc1", True), ("0.5.23", False), ("0.5.23.post1", False),
+                         ("0.6.0", False)]:
+        topo, spec = make(engine={"version": version})
+        assert (failed(topo, spec) == {"hetero-tp-swa-version"}) is bad, version
+    topo, spec = make(engine={"version": None})
+    assert failed(topo, spec) == set()
+    topo, spec = make(engine={"kind": "reference", "version": "0.1"})
+    assert failed(topo, spec) == set()
+    assert parse_version("nonsense") is None and parse_version("0.5") == (0, 5, 0, 0, 0)
+
+
+def test_staging_swa_scope_is_info_and_does_not_fail():
+    topo, spec = make(transfer={"staging_buffer": True})
+    f = finding(topo, spec, "staging-swa-scope")
+    assert not f.ok and f.severity == "info" and f.fix
+    assert is_compatible(evaluate(topo, spec))
+    topo, spec = make(transfer={"staging_buffer": True}, prefill={"tp": 4})
+    assert finding(topo, spec, "staging-swa-scope").ok
+
+
+def test_hybrid_swa_memory_match_is_a_warning():
+    topo, spec = make(decode={"hybrid_swa_memory": False})
+    f = finding(topo, spec, "hybrid-swa-memory-match")
+    assert not f.ok and f.severity == "warning" and f.verdict == "warn"
+    assert is_compatible(evaluate(topo, spec))
+    assert finding(*make(server={"hybrid_swa_memory": False}), "hybrid-swa-memory-match").ok
+    llama = make(model={"path": "meta-llama/Llama-3.1-8B", "preset": "llama-3.1-8b"}, nodes=gpu("h100"),
+                 decode={"hybrid_swa_memory": False})
+    assert finding(*llama, "hybrid-swa-memory-match").ok
+
+
+def test_staging_chunk_default_and_negative():
+    topo, spec = make(transfer={"staging_buffer": True}, server={"page_size": 48})
+    assert failed(topo, spec) == {"staging-chunk"}  # 8192 % 48 != 0
+    topo, spec = make(transfer={"staging_buffer": True}, server={"chunked_prefill_size": -1})
+    assert "got -1" in finding(topo, spec, "staging-chunk").message
+    topo, spec = make(transfer={"staging_buffer": True}, server={"chunked_prefill_size": 4096})
+    assert failed(topo, spec) == set()
+
+
+def test_staging_pp_ok_with_mooncake():
+    topo, spec = make(transfer={"staging_buffer": True, "backend": "mooncake"}, nodes=gpu("gb300", 8, 8),
+                      prefill={"tp": 4, "pp": 2}, decode={"tp": 4, "pp": 2})
+    assert failed(topo, spec) == set()
+
+
+def test_unified_memory_over_mooncake_rdma_equal_tp_passes_but_not_tcp():
+    topo, spec = make(transfer={"backend": "mooncake"}, server={"unified_memory": True}, prefill={"tp": 4})
+    assert failed(topo, spec) == set()
+    topo, spec = make(transfer={"backend": "mooncake", "protocol": "tcp"}, server={"unified_memory": True},
+                      prefill={"tp": 4})
+    assert failed(topo, spec) == {"unified-memory-backend"}
+    assert "got 'mooncake_tcp'" in finding(topo, spec, "unified-memory-backend").message
+
+
+def test_attention_backends_by_gpu():
+    assert failed(*make(nodes=gpu("h100"), server={"attention_backend": "fa3"})) == set()
+    assert failed(*make(server={"attention_backend": "fa3"})) == {"attention-backend-gpu"}
+    assert failed(*make(server={"attention_backend": "trtllm_mha"})) == set()
+    assert failed(*make(nodes=gpu("h200"), server={"attention_backend": "trtllm_mha"})) == set()
+    assert failed(*make(server={"args": {"decode-attention-backend": "fa3"}})) == {"attention-backend-gpu"}
+    mla = make(model={"path": "deepseek-ai/DeepSeek-V3", "preset": None}, nodes=gpu("gb300", 8, 8),
+               prefill={"tp": 8}, decode={"tp": 8}, server={"attention_backend": "trtllm_mha"})
+    assert failed(*mla) == {"attention-backend-gpu"}
+
+
+def test_heads_divisible_replication_and_mla():
+    # decode TP 16 > 8 KV heads: replicated heads are fine (64 attention heads still divide)
+    topo, spec = make(nodes=gpu("gb300", 4, 16), decode={"tp": 16})
+    assert failed(topo, spec) == set()
+    topo, spec = make(nodes=gpu("gb300", 4, 16), decode={"tp": 12})
+    assert failed(topo, spec) == {"heads-divisible"}
+
+
+def test_mooncake_tcp_without_ib_device_passes():
+    assert failed(*make(transfer={"backend": "mooncake", "protocol": "tcp"})) == set()
+
+
+def test_same_host_roles_placement_and_ports():
+    nodes = [{"name": "n0", "host": "127.0.0.1", "gpu": "h100", "gpus": 8}]
+    topo, spec = make(nodes=nodes, prefill={"nodes": ["n0"], "tp": 4}, decode={"nodes": ["n0"], "tp": 4})
+    assert failed(topo, spec) == set()
+    topo, spec = make(nodes=nodes, prefill={"nodes": ["n0"], "tp": 4}, decode={"nodes": ["n0"], "tp": 8})
+    assert "placement" in failed(topo, spec)
+    topo, spec = make(nodes=nodes, prefill={"nodes": ["n0"], "tp": 4}, decode={"nodes": ["n0"], "tp": 4,
+                                                                             "port": 30000})
+    assert failed(topo, spec) == {"bootstrap-port"}
+
+
+def test_report_shape():
+    topo, spec = make()
+    report = compat_report(topo, spec, 8192)
+    assert {"ok", "topology", "model", "findings", "heads", "attn_tp", "transfer"} <= set(report)
+    assert report["ok"] is True and report["topology"] == "gpt-oss-120b-p1-d4"
+    assert len(report["heads"]) == 4 and report["transfer"]["path"] == "head-slice"
+    assert set(report["findings"][0]) == {"rule", "severity", "ok", "message", "fix"}
+
+
+def test_docs_describe_every_rule():
+    text = (ROOT / "docs" / "check-compat.md").read_text()
+    for rule in RULES:
+        assert f"### {rule.id} ({rule.severity}" in text, rule.id
