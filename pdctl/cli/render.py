@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 console = Console()
 err_console = Console(stderr=True)
@@ -14,7 +15,7 @@ err_console = Console(stderr=True)
 
 def print_error(message: str, detail: str | None = None) -> None:
     """Print an error (and e.g. a log tail) to stderr, the one way every command reports failure."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
     if detail:
         err_console.print(detail, highlight=False, markup=False)
 

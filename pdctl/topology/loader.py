@@ -1,0 +1,243 @@
+"""Load a topology file: YAML -> validated `Topology`, every error naming file:line:col and the key path.
+
+Errors are collected (up to MAX_ERRORS) so a user fixes a file in one pass, and each says what was expected
+and, for misspelt keys or values, what was probably meant. Everything here raises `UserError` (exit 2).
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from pdctl.errors import UserError
+from pdctl.topology.model import SERVER_KEYS, RoleSpec, Topology, TopologyFile
+from pdctl.topology.yamltree import PathKey, Positions, format_path, located, parse_yaml
+
+MAX_ERRORS = 20
+# Keys that exist on roles but not under server: (a common slip: `server: {tp: 4}`).
+_ROLE_ONLY_KEYS = frozenset(RoleSpec.model_fields) - frozenset(SERVER_KEYS)
+
+_TYPE_WORDS = {
+    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+    "float_type": "a number", "float_parsing": "a number",
+    "bool_type": "true or false", "bool_parsing": "true or false",
+    "string_type": "a string", "dict_type": "a mapping", "model_type": "a mapping",
+    "model_attributes_type": "a mapping", "list_type": "a list",
+}
+
+
+def describe(value: Any) -> str:
+    """How a YAML value reads to a user: "the string '4'", "the integer 4", "a list", ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return f"the integer {value}"
+    if isinstance(value, float):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"the {type(value).__name__} {value}"  # e.g. YAML dates: `version: 2024-01-01`
+
+
+def did_you_mean(word: Any, options: typing.Iterable[str]) -> str:
+    """'; did you mean 'x'?' for the closest option, or ''."""
+    by_lower = {str(o).lower(): str(o) for o in options}
+    match = difflib.get_close_matches(str(word).lower(), list(by_lower), n=1, cutoff=0.6)
+    return f"; did you mean {by_lower[match[0]]!r}?" if match and by_lower[match[0]] != word else ""
+
+
+def _unwrap(annotation: Any) -> Any:
+    """Strip Optional[...] to the one non-None type."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return args[0] if len(args) == 1 else annotation
+    return annotation
+
+
+def model_at(path: PathKey) -> type[BaseModel] | None:
+    """The pydantic model class that validates the mapping at `path` of a topology file, if any."""
+    current: Any = TopologyFile
+    for part in path:
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(str(part))
+            if field is None:
+                return None
+            current = _unwrap(field.annotation)
+        elif typing.get_origin(current) is list and isinstance(part, int):
+            current = _unwrap(typing.get_args(current)[0])
+        else:
+            return None
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _error_line(err: dict[str, Any], source: str, positions: Positions) -> tuple[tuple[int, int], str]:
+    """One pydantic error -> (sort position, 'file:line:col: path: message')."""
+    loc: PathKey = tuple(err["loc"])
+    kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
+    if kind == "missing":
+        parent, key = loc[:-1], loc[-1]
+        pos = positions.value_at(parent)
+        where = format_path(parent)
+        return (pos or (0, 0)), located(source, pos, loc, f"required key {key!r} missing in {where}")
+    elif kind == "extra_forbidden":
+        parent, key = loc[:-1], loc[-1]
+        pos = positions.key_at(loc)
+        model = model_at(parent)
+        allowed = list(model.model_fields) if model else []
+        hint = did_you_mean(key, allowed) or (f"; expected one of: {', '.join(allowed)}" if allowed else "")
+        if parent == ("server",) and key in _ROLE_ONLY_KEYS:
+            hint = f"; {key} is a role key: set it under prefill: and/or decode:"
+        return (pos or (0, 0)), located(source, pos, loc, f"unknown key {key!r}{hint}")
+    elif len(loc) >= 2 and loc[-1] == "[key]" and not isinstance(value, str):
+        # pydantic's marker for a bad mapping key (only reachable via build_topology: YAML keys are text);
+        # a user key literally named "[key]" has a string input and takes the normal path.
+        loc = loc[:-1]
+        pos = positions.key_at(loc)
+        msg = f"expected a string key, got {describe(value)}"
+    else:
+        pos = positions.value_at(loc)
+        msg = _message(kind, value, ctx, err.get("msg", ""))
+    return (pos or (0, 0)), located(source, pos, loc, msg)
+
+
+def _message(kind: str, value: Any, ctx: dict[str, Any], fallback: str) -> str:
+    got = describe(value)
+    if kind == "literal_error":
+        expected = str(ctx.get("expected", "")).replace(" or ", ", ")
+        options = [o.strip().strip("'") for o in expected.split(",")]
+        options = [o for o in options if o]
+        return f"expected one of {' | '.join(options)}, got {got}{did_you_mean(value, options)}"
+    if kind in _TYPE_WORDS:
+        hint = ""
+        if kind == "string_type" and value is not None and not isinstance(value, (dict, list)):
+            hint = " (quote it)" if isinstance(value, bool) else f' (quote it: "{value}")'
+        return f"expected {_TYPE_WORDS[kind]}, got {got}{hint}"
+    bounds = {
+        "greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"),
+        "less_than_equal": ("<=", "le"), "less_than": ("<", "lt"),
+    }
+    if kind in bounds:
+        op, key = bounds[kind]
+        return f"expected a value {op} {ctx.get(key)}, got {got}"
+    if kind == "string_pattern_mismatch":
+        return f"expected a name matching {ctx.get('pattern')}, got {got}"
+    if kind == "string_too_short":
+        return "expected a non-empty string"
+    if kind == "too_short":
+        return f"expected at least {ctx.get('min_length', 1)} item(s), got none"
+    if kind == "finite_number":
+        return f"expected a finite number, got {got}"
+    if kind == "value_error":
+        return str(ctx.get("error", fallback)).removeprefix("Value error, ")
+    return f"{fallback}, got {got}"
+
+
+def _validation_failure(exc: ValidationError, source: str, positions: Positions) -> UserError:
+    lines = sorted((_error_line(err, source, positions) for err in exc.errors()), key=lambda t: t[0])
+    unique = list(dict.fromkeys(line for _, line in lines))
+    return _failure(unique)
+
+
+def _failure(lines: list[str]) -> UserError:
+    extra = len(lines) - MAX_ERRORS
+    shown = lines[:MAX_ERRORS] + ([f"... and {extra} more error(s)"] if extra > 0 else [])
+    return UserError("\n".join(shown))
+
+
+def _cross_reference(raw: TopologyFile, source: str, positions: Positions) -> list[str]:
+    """Checks across sections that make a file invalid input (not compatibility findings)."""
+    problems: list[str] = []
+
+    def add(path: PathKey, message: str, key: bool = False) -> None:
+        pos = positions.key_at(path) if key else positions.value_at(path)
+        problems.append(located(source, pos, path, message))
+
+    names: dict[str, int] = {}
+    for i, node in enumerate(raw.nodes):
+        if node.name in names:
+            add(("nodes", i, "name"), f"duplicate node name {node.name!r} (also nodes[{names[node.name]}])")
+        else:
+            names[node.name] = i
+    for role_name in ("prefill", "decode"):
+        role = getattr(raw, role_name)
+        seen: set[str] = set()
+        for k, node_name in enumerate(role.nodes):
+            if node_name not in names:
+                add((role_name, "nodes", k), f"unknown node {node_name!r}{did_you_mean(node_name, names)}"
+                    f" (nodes: {', '.join(names)})")
+            elif node_name in seen:
+                add((role_name, "nodes", k), f"node {node_name!r} listed twice")
+            seen.add(node_name)
+        if role.enable_dp_attention and role.tp % role.dp != 0:
+            add((role_name, "dp"),
+                f"dp ({role.dp}) must divide tp ({role.tp}) when enable_dp_attention is true")
+        if role.port + role.replicas - 1 > 65535:
+            add((role_name, "port"), f"ports {role.port}..{role.port + role.replicas - 1} of "
+                f"{role.replicas} replicas exceed 65535")
+    last_bootstrap = raw.transfer.bootstrap_port + raw.prefill.replicas - 1
+    if last_bootstrap > 65535:
+        add(("transfer", "bootstrap_port"), f"bootstrap ports up to {last_bootstrap} "
+            f"({raw.prefill.replicas} prefill replicas) exceed 65535")
+    if raw.router.node is not None and raw.router.node not in names:
+        add(("router", "node"), f"unknown node {raw.router.node!r}{did_you_mean(raw.router.node, names)}"
+            f" (nodes: {', '.join(names)})")
+    return problems
+
+
+def build_topology(data: Any, source: str = "<data>", positions: Positions | None = None,
+                   source_path: Path | None = None) -> Topology:
+    """Validate already-parsed data (e.g. a dict built by a test) into a Topology; UserError on bad input."""
+    positions = positions or Positions()
+    if not isinstance(data, dict):
+        pos = positions.value_at(())
+        raise UserError(located(source, pos, None, f"expected a mapping at the top level "
+                                                   f"(name:, model:, nodes:, ...), got {describe(data)}"))
+    try:
+        raw = TopologyFile.model_validate(data)
+    except ValidationError as exc:
+        raise _validation_failure(exc, source, positions) from None
+    problems = _cross_reference(raw, source, positions)
+    if problems:
+        raise _failure(problems)
+    return Topology.from_file_model(raw, source_path=source_path)
+
+
+def load_topology_text(text: str, source: str = "<string>") -> Topology:
+    """Load a topology from YAML text; `source` names it in error messages."""
+    data, positions = parse_yaml(text, source)
+    return build_topology(data, source, positions)
+
+
+def load_topology(path: str | Path) -> Topology:
+    """Load and validate a topology file; raises UserError('file:line:col: key.path: expected ...')."""
+    path = Path(path)
+    source = str(path)
+    try:
+        raw_bytes = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{source}: no such topology file") from None
+    except IsADirectoryError:
+        raise UserError(f"{source}: is a directory, expected a topology YAML file") from None
+    except OSError as exc:
+        raise UserError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{source}: not UTF-8 text (byte {exc.start}); expected a YAML file") from None
+    data, positions = parse_yaml(text, source)
+    return build_topology(data, source, positions, source_path=path.resolve())
+
+
+__all__ = ["build_topology", "describe", "did_you_mean", "format_path", "load_topology", "load_topology_text",
+           "model_at"]

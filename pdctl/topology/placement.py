@@ -1,0 +1,214 @@
+"""Where each replica of each role runs: nodes, GPU ranges, multi-node rendezvous, ports (TOPOLOGY.md).
+
+Placement never raises: a topology that over-subscribes its nodes still gets a deterministic placement (the
+surplus lands past the last GPU of the role's last node), so launch --dry-run can show it, and
+`placement_problems()` explains what is wrong for the compat `placement` rule. Port facts are here too,
+because ports follow from placement (replica offsets, which node a process lands on).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from pdctl.topology.model import Node, RoleConfig, Topology
+
+# dist-init (torch rendezvous) port of a multi-node replica: http_port + offset (or - offset near 65535).
+DIST_INIT_PORT_OFFSET = 1000
+_LOOPBACK = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
+
+
+@dataclass(frozen=True)
+class NodeSlot:
+    """The GPUs one replica uses on one node: [base_gpu_id, base_gpu_id + num_gpus)."""
+
+    node: str
+    host: str
+    base_gpu_id: int
+    num_gpus: int
+    node_rank: int
+
+
+@dataclass(frozen=True)
+class ReplicaPlacement:
+    """One server process group (a replica of a role), possibly spanning several nodes."""
+
+    role: str
+    replica: int
+    http_port: int
+    bootstrap_port: int
+    slots: list[NodeSlot] = field(default_factory=list)
+    nnodes: int = 1
+    dist_init_addr: str | None = None
+    url: str = ""
+
+    @property
+    def name(self) -> str:
+        """'prefill[0]': how messages and logs name this replica."""
+        return f"{self.role}[{self.replica}]"
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs (cpu: rank slots) over all slots."""
+        return sum(s.num_gpus for s in self.slots)
+
+
+def host_for_url(host: str) -> str:
+    """Bracket IPv6 literals so they can sit in a URL."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def dist_init_port(http_port: int) -> int:
+    """Deterministic rendezvous port of a multi-node replica, kept inside the valid port range."""
+    port = http_port + DIST_INIT_PORT_OFFSET
+    return port if port <= 65535 else http_port - DIST_INIT_PORT_OFFSET
+
+
+def bootstrap_port_of(topo: Topology, role: str, replica: int) -> int:
+    """Prefill replica i serves bootstrap on bootstrap_port + i; decode j pairs with prefill j % P."""
+    prefill_index = replica if role == "prefill" else replica % topo.prefill.replicas
+    return topo.transfer.bootstrap_port + prefill_index
+
+
+Piece = tuple[Node, int, int]  # (node, base_gpu_id, num_gpus)
+
+
+def _place_replica(
+    need: int, nodes: list[Node], used: dict[str, int], cursor: int
+) -> tuple[list[Piece], int]:
+    """(node, base, count) pieces for one replica of `need` GPUs, and the new cursor (packing in order)."""
+    # 1. the whole replica on one node, the first from the cursor with room
+    for i in range(cursor, len(nodes)):
+        if nodes[i].gpus - used[nodes[i].name] >= need:
+            return [(nodes[i], used[nodes[i].name], need)], i
+    # 2. spread over consecutive nodes with free GPUs (a replica wider than a node spans nodes)
+    pieces: list[Piece] = []
+    remaining = need
+    last = cursor
+    for i in range(cursor, len(nodes)):
+        free = nodes[i].gpus - used[nodes[i].name]
+        if free <= 0:
+            continue
+        take = min(free, remaining)
+        pieces.append((nodes[i], used[nodes[i].name], take))
+        remaining -= take
+        last = i
+        if remaining == 0:
+            return pieces, last
+    # 3. over-subscribed: the rest goes past the end of the role's last node (reported, never raised)
+    tail = nodes[-1]
+    if pieces and pieces[-1][0].name == tail.name:
+        node, base, count = pieces.pop()
+        pieces.append((node, base, count + remaining))
+    else:
+        pieces.append((tail, max(used[tail.name], tail.gpus), remaining))
+    return pieces, len(nodes) - 1
+
+
+def place(topo: Topology) -> list[ReplicaPlacement]:
+    """Every replica of prefill then decode, packed on each role's nodes in order; roles sharing a node
+    get disjoint GPU ranges (prefill first). Raises nothing; see placement_problems()."""
+    used: dict[str, int] = defaultdict(int)
+    out: list[ReplicaPlacement] = []
+    for role in topo.roles():
+        nodes = [topo.node(n) for n in role.nodes]
+        need = role.gpus_per_replica
+        cursor = 0
+        for replica in range(role.replicas):
+            pieces, cursor = _place_replica(need, nodes, used, cursor)
+            slots = []
+            for rank, (node, base, count) in enumerate(pieces):
+                slots.append(NodeSlot(node.name, node.host, base, count, rank))
+                used[node.name] = max(used[node.name], base + count)
+            http_port = role.port + replica
+            first_host = host_for_url(slots[0].host)
+            out.append(ReplicaPlacement(
+                role=role.name,
+                replica=replica,
+                http_port=http_port,
+                bootstrap_port=bootstrap_port_of(topo, role.name, replica),
+                slots=slots,
+                nnodes=len(slots),
+                dist_init_addr=f"{first_host}:{dist_init_port(http_port)}" if len(slots) > 1 else None,
+                url=f"http://{first_host}:{http_port}",
+            ))
+    return out
+
+
+def _role_capacity_message(topo: Topology, role: RoleConfig, placements: list[ReplicaPlacement]) -> str:
+    need = role.replicas * role.gpus_per_replica
+    capacity = sum(topo.node(n).gpus for n in role.nodes)
+    taken_by_others = 0
+    for p in placements:
+        if p.role != role.name:
+            taken_by_others += sum(s.num_gpus for s in p.slots if s.node in role.nodes and
+                                   s.base_gpu_id + s.num_gpus <= topo.node(s.node).gpus)
+    unit = "rank slots" if all(topo.node(n).gpu == "cpu" for n in role.nodes) else "GPUs"
+    shared = f", {taken_by_others} of them used by the other role" if taken_by_others else ""
+    return (f"{role.name}: {role.replicas} replica(s) x tp {role.tp} x pp {role.pp} need {need} {unit}, "
+            f"but nodes {', '.join(role.nodes)} have {capacity}{shared}")
+
+
+def placement_problems(topo: Topology, placements: list[ReplicaPlacement] | None = None) -> list[str]:
+    """What is wrong with the placement, in plain words: over-subscription, overlapping GPUs,
+    multi-node replicas with unequal GPUs per node. Empty = placement is sound."""
+    placements = place(topo) if placements is None else placements
+    problems: list[str] = []
+    for role in topo.roles():
+        mine = [p for p in placements if p.role == role.name]
+        if any(s.base_gpu_id + s.num_gpus > topo.node(s.node).gpus for p in mine for s in p.slots):
+            problems.append(_role_capacity_message(topo, role, placements))
+        for p in mine:
+            counts = {s.num_gpus for s in p.slots}
+            if p.nnodes > 1 and len(counts) > 1:
+                parts = ", ".join(f"{s.node} ({s.num_gpus})" for s in p.slots)
+                problems.append(f"{p.name} spans {p.nnodes} nodes with unequal GPU counts: {parts}; SGLang "
+                                f"multi-node needs tp x pp / nnodes GPUs on every node")
+    owner: dict[tuple[str, int], str] = {}
+    overlaps: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+    for p in placements:
+        for s in p.slots:
+            for gpu in range(s.base_gpu_id, s.base_gpu_id + s.num_gpus):
+                other = owner.setdefault((s.node, gpu), p.name)
+                if other != p.name:
+                    overlaps[(s.node, other, p.name)].append(gpu)
+    for (node, a, b), gpus in overlaps.items():
+        problems.append(f"{a} and {b} both use GPU(s) {', '.join(map(str, gpus))} on node {node}")
+    return problems
+
+
+def port_bindings(
+    topo: Topology, placements: list[ReplicaPlacement] | None = None
+) -> list[tuple[str, int, str]]:
+    """Every (node, port, what) a launch would bind: replica HTTP ports, prefill bootstrap servers,
+    multi-node rendezvous ports, the router. Decode only connects to bootstrap ports, so binds none."""
+    placements = place(topo) if placements is None else placements
+    out: list[tuple[str, int, str]] = []
+    for p in placements:
+        head = p.slots[0].node
+        out.append((head, p.http_port, f"{p.name} http"))
+        if p.role == "prefill":
+            out.append((head, p.bootstrap_port, f"{p.name} bootstrap"))
+        if p.dist_init_addr is not None:
+            out.append((head, int(p.dist_init_addr.rsplit(":", 1)[1]), f"{p.name} dist-init"))
+    router_node = topo.router.node or topo.prefill.nodes[0]
+    out.append((router_node, topo.router.port, "router"))
+    return out
+
+
+def machine_key(node: Node) -> str:
+    """Nodes with the same host are one machine (loopback spellings count as one)."""
+    return "localhost" if node.host in _LOOPBACK else node.host.lower()
+
+
+def port_clashes(topo: Topology) -> list[str]:
+    """Port bindings that collide on one machine (nodes sharing a host are the same machine)."""
+    by_port: dict[tuple[str, int], list[tuple[str, str]]] = defaultdict(list)
+    for node, port, what in port_bindings(topo):
+        by_port[(machine_key(topo.node(node)), port)].append((node, what))
+    problems = []
+    for (machine, port), users in by_port.items():
+        if len(users) > 1:
+            names = " and ".join(f"{what} (node {node})" for node, what in users)
+            problems.append(f"port {port} on {machine} is bound by {names}")
+    return problems
