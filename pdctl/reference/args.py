@@ -1,0 +1,95 @@
+"""Command-line flags of the reference server (SGLang's names, so launch renders both engines alike)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+
+from pdctl.reference.config import KV_LAYOUTS as LAYOUTS
+
+KV_DTYPES = ("auto", "float32", "bfloat16", "float16", "fp8_e4m3", "fp8_e5m2", "mxfp8")
+
+
+@dataclass
+class ServerArgs:
+    """Parsed flags; `ignored` lists SGLang flags accepted for compatibility that have no effect here."""
+
+    model_path: str
+    role: str = "colocated"
+    tp: int = 1
+    host: str = "127.0.0.1"
+    port: int = 30000
+    page_size: int = 16
+    kv_cache_dtype: str = "auto"
+    kv_layout: str = "nhd"
+    disable_hybrid_swa_memory: bool = False
+    disaggregation_transfer_backend: str = "nixl"
+    disaggregation_bootstrap_port: int = 8998
+    disaggregation_decode_enable_radix_cache: bool = False
+    disable_radix_cache: bool = False
+    max_total_tokens: int = 8192
+    swa_max_total_tokens: int | None = None
+    context_length: int | None = None
+    random_seed: int = 0
+    transfer_timeout: float = 30.0
+    unsafe_skip_handshake_checks: bool = False
+    chunked_prefill_size: int = 4096
+    num_threads: int = 1
+    served_model_name: str | None = None
+    log_level: str = "info"
+    ignored: list[str] = field(default_factory=list)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser (also used by `pdctl reference serve` for --help)."""
+    p = argparse.ArgumentParser(prog="python -m pdctl.reference", description="pdctl CPU reference engine server")
+    a = p.add_argument
+    a("--model-path", required=True, help="checkpoint directory (config.json + model.safetensors)")
+    a("--role", "--disaggregation-mode", dest="role", default="colocated", choices=["colocated", "prefill", "decode", "null"])
+    a("--tp", "--tp-size", dest="tp", type=int, default=1, help="tensor-parallel ranks (in one process)")
+    a("--host", default="127.0.0.1")
+    a("--port", type=int, default=30000)
+    a("--page-size", type=int, default=16)
+    a("--kv-cache-dtype", default="auto", choices=KV_DTYPES)
+    a("--kv-layout", default="nhd", choices=list(LAYOUTS))
+    a("--disable-hybrid-swa-memory", action="store_true")
+    a("--disaggregation-transfer-backend", default="nixl", choices=["nixl", "mooncake"])
+    a("--disaggregation-bootstrap-port", type=int, default=8998)
+    a("--disaggregation-decode-enable-radix-cache", action="store_true")
+    a("--disable-radix-cache", action="store_true")
+    a("--max-total-tokens", type=int, default=8192, help="KV capacity (tokens) of the full pool")
+    a("--swa-max-total-tokens", type=int, default=None, help="KV capacity of the SWA pool (default: same)")
+    a("--context-length", type=int, default=None)
+    a("--random-seed", type=int, default=0)
+    a("--transfer-timeout", type=float, default=30.0, help="seconds before a PD transfer is given up")
+    a("--unsafe-skip-handshake-checks", action="store_true")
+    a("--chunked-prefill-size", type=int, default=4096, help="prefill tokens per engine step")
+    a("--num-threads", type=int, default=1,
+      help="torch CPU threads (fixed, not from the environment: results must not depend on the host)")
+    a("--served-model-name", default=None)
+    a("--log-level", default="info")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> ServerArgs:
+    """Parse ARGV; unknown flags (other SGLang options) are kept in `ignored` and reported, not fatal."""
+    ns, unknown = build_parser().parse_known_args(argv)
+    d = vars(ns)
+    if d["role"] == "null":
+        d["role"] = "colocated"
+    args = ServerArgs(**d)
+    args.ignored = unknown
+    problems = []
+    if args.page_size < 1:
+        problems.append("--page-size must be >= 1")
+    if args.max_total_tokens < args.page_size:
+        problems.append("--max-total-tokens must be at least one page")
+    if args.num_threads < 1:
+        problems.append("--num-threads must be >= 1")
+    if args.tp < 1:
+        problems.append("--tp must be >= 1")
+    if args.context_length is not None and args.context_length < 2:
+        problems.append("--context-length must be >= 2")
+    if problems:
+        build_parser().error("; ".join(problems))
+    return args
