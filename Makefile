@@ -37,6 +37,7 @@ demo: install
 	bash scripts/demo.sh
 
 bench: install
+	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python -m benchmarks.run
 
 clean:
