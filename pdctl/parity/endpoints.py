@@ -1,0 +1,127 @@
+"""Where the candidate and the reference are, and which URLs to flush for a cold or a warm send.
+
+Why this is more than a URL: a cold comparison needs *every* cache of the deployment empty (prefill's prefix
+cache and decode's), and a warm one needs decode's empty but prefill's kept, so parity must know the
+prefill and decode servers behind a router. A run dir's state.json names them; with a bare --candidate URL
+the user may name decode servers with --decode-url (else warm flushes nothing between its two sends, and
+cold flushes through the URL itself — SGLang's router forwards /flush_cache to every worker).
+
+`--reference-topology FILE` launches a reference deployment for the run with pdctl.launch and tears it down
+afterwards, whatever happens in between.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pdctl.errors import UserError
+
+
+@dataclass(frozen=True)
+class Target:
+    """A server parity sends to: the URL requests go to, what to flush for cold, what to flush for warm."""
+
+    url: str
+    flush_all: list[str] = field(default_factory=list)  # cold: every cache (empty = flush `url` itself)
+    flush_decode: list[str] = field(default_factory=list)  # warm: decode caches only (empty = none)
+    prefill_urls: list[str] = field(default_factory=list)
+
+    @property
+    def cold_flush_urls(self) -> list[str]:
+        return self.flush_all or [self.url]
+
+    @property
+    def info_url(self) -> str:
+        """Where to read /server_info: a prefill server (the router's own answer varies by version)."""
+        return self.prefill_urls[0] if self.prefill_urls else self.url
+
+
+def _strip(url: str) -> str:
+    return url.rstrip("/")
+
+
+def target_from_url(url: str, *, decode_urls: tuple[str, ...] = (), prefill_urls: tuple[str, ...] = ()) -> Target:
+    """A --candidate/--reference URL, with the decode (and prefill) servers behind it when the user names them."""
+    decode = [_strip(u) for u in decode_urls]
+    prefill = [_strip(u) for u in prefill_urls]
+    flush_all = prefill + decode if prefill else []
+    if decode and not prefill:
+        flush_all = [_strip(url)] + decode  # the router flushes its workers; flushing decode again is harmless
+    return Target(url=_strip(url), flush_all=flush_all, flush_decode=decode, prefill_urls=prefill)
+
+
+def discover_workers(workers_doc: dict[str, Any] | None) -> tuple[list[str], list[str]]:
+    """(prefill URLs, decode URLs) from an sglang-router's GET /workers answer (empty when not a PD router)."""
+    prefill: list[str] = []
+    decode: list[str] = []
+    for worker in (workers_doc or {}).get("workers") or []:
+        if not isinstance(worker, dict) or not isinstance(worker.get("url"), str):
+            continue
+        kind = worker.get("worker_type")
+        if kind == "prefill":
+            prefill.append(_strip(worker["url"]))
+        elif kind == "decode":
+            decode.append(_strip(worker["url"]))
+    return prefill, decode
+
+
+def target_from_state(state: dict[str, Any], *, where: str = "run") -> Target:
+    """The deployment a pdctl run dir describes: its router, and its prefill and decode processes."""
+    processes = [p for p in state.get("processes") or [] if isinstance(p, dict) and p.get("url")]
+    prefill = [_strip(p["url"]) for p in processes if p.get("role") == "prefill"]
+    decode = [_strip(p["url"]) for p in processes if p.get("role") == "decode"]
+    router = (state.get("router") or {}).get("url")
+    if router:
+        url = _strip(router)
+    elif processes:
+        url = _strip(processes[0]["url"])  # a colocated reference: one server, no router
+    else:
+        raise UserError(f"{where} has neither a router URL nor process URLs in its state")
+    everything = [_strip(p["url"]) for p in processes]
+    return Target(url=url, flush_all=everything, flush_decode=decode, prefill_urls=prefill)
+
+
+def target_from_run_dir(run_dir: str | Path | None) -> Target:
+    """The candidate of a `pdctl launch` run (RUN_DIR, or the latest run when None)."""
+    from pdctl.runs import read_state, resolve_run_dir
+
+    return target_from_state(read_state(run_dir), where=f"run {resolve_run_dir(run_dir)}")
+
+
+@contextlib.contextmanager
+def launched_reference(topology_file: str | Path, *, timeout: float = 600.0) -> Iterator[Target]:
+    """Launch the reference deployment of TOPOLOGY_FILE for the duration of the block, then tear it down.
+
+    The launch goes to a temporary run dir, and the user's "latest run" record is restored afterwards:
+    the reference is not the deployment later `pdctl eval`/`status` calls should find.
+    """
+    try:
+        from pdctl.launch import launch_topology, teardown
+        from pdctl.topology import load_topology
+    except ImportError as exc:  # pragma: no cover - only in a partial build
+        raise UserError(f"--reference-topology needs pdctl.launch, which is not available: {exc}") from exc
+    from pdctl.runs import PDCTL_HOME
+
+    topo = load_topology(topology_file)
+    latest = PDCTL_HOME / "latest"
+    saved = latest.read_text(encoding="utf-8") if latest.is_file() else None
+    run_dir = Path(tempfile.mkdtemp(prefix=f"pdctl-parity-ref-{topo.name}-"))
+    try:
+        state = launch_topology(topo, run_dir=run_dir, timeout=timeout, detach=True)
+        yield target_from_state(state, where=f"reference topology {topology_file}")
+    finally:
+        try:
+            if (run_dir / "state.json").exists():
+                teardown(run_dir)
+        finally:
+            if saved is not None:
+                latest.write_text(saved, encoding="utf-8")
+            elif latest.is_file():
+                latest.unlink()
+            shutil.rmtree(run_dir, ignore_errors=True)

@@ -1,0 +1,178 @@
+"""From command-line choices to a finished parity run: endpoints, reachability, suite facts, prompts, run.
+
+Why a module between the CLI and the runner: the CLI only parses and renders (ARCHITECTURE.md), while this
+glue — which server to ask for the page size, when a model spec overrides it, launching and tearing down a
+reference topology — is logic that tests exercise directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from pdctl.errors import UserError
+from pdctl.parity import client
+from pdctl.parity.endpoints import (
+    Target,
+    discover_workers,
+    launched_reference,
+    target_from_run_dir,
+    target_from_url,
+)
+from pdctl.parity.prompts import Prompt, SuiteFacts, default_suite, facts_from_info, load_prompts_file
+from pdctl.parity.results import ParityResult
+from pdctl.parity.runner import ParityOptions, Progress, run_parity
+
+
+@dataclass
+class ParityRequest:
+    """Everything the user asked for on the command line, already parsed."""
+
+    candidate_url: str | None = None
+    run_dir: str | None = None
+    reference_url: str | None = None
+    reference_topology: str | None = None
+    decode_urls: tuple[str, ...] = ()
+    prefill_urls: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ("cold", "warm", "concurrent")
+    prompts_file: str | None = None
+    max_new_tokens: int = 4
+    tolerance: float = 0.05
+    control: bool = True
+    copies: int = 3
+    max_prompt_tokens: int | None = None
+    model: str | None = None
+    overrides: dict[str, int | None] = field(default_factory=dict)  # page_size, vocab_size, sliding_window, ...
+    seed: int = 0
+    launch_timeout: float = 600.0
+
+    def validate(self) -> None:
+        """Reject contradictory or out-of-range options (exit 2) before anything is contacted."""
+        if self.candidate_url is not None and self.run_dir is not None:
+            raise UserError("give either --candidate URL or --run-dir DIR, not both")
+        if (self.reference_url is None) == (self.reference_topology is None):
+            raise UserError("give exactly one of --reference URL and --reference-topology FILE")
+        if self.max_new_tokens < 1:
+            raise UserError("--max-new-tokens must be at least 1")
+        if not self.tolerance >= 0:
+            raise UserError("--tolerance must be a non-negative number")
+        if self.copies < 1:
+            raise UserError("--copies must be at least 1")
+        if self.max_prompt_tokens is not None and self.max_prompt_tokens < 2:
+            raise UserError("--max-prompt-tokens must be at least 2")
+        for key, value in self.overrides.items():
+            if value is not None and value < 1:
+                raise UserError(f"--{key.replace('_', '-')} must be a positive integer, got {value}")
+
+
+def candidate_target(req: ParityRequest) -> Target:
+    """The candidate deployment: a URL (with optional decode/prefill URLs) or a run dir's state.json."""
+    if req.candidate_url is not None:
+        decode, prefill = req.decode_urls, req.prefill_urls
+        if not decode and not prefill:
+            # A PD router lists its workers (GET /workers): then warm can flush decode only, like --run-dir.
+            found_prefill, found_decode = discover_workers(client.get_json(req.candidate_url, "/workers"))
+            if found_prefill and found_decode:
+                prefill, decode = tuple(found_prefill), tuple(found_decode)
+        return target_from_url(req.candidate_url, decode_urls=decode, prefill_urls=prefill)
+    return target_from_run_dir(req.run_dir)
+
+
+@contextlib.contextmanager
+def reference_target(req: ParityRequest) -> Iterator[Target]:
+    """The reference: a URL, or a topology launched for the duration of the block."""
+    if req.reference_url is not None:
+        yield target_from_url(req.reference_url)
+        return
+    assert req.reference_topology is not None
+    if not Path(req.reference_topology).is_file():
+        raise UserError(f"--reference-topology {req.reference_topology}: no such file")
+    with launched_reference(req.reference_topology, timeout=req.launch_timeout) as target:
+        yield target
+
+
+def _model_spec_facts(model: str, *, strict: bool = True) -> dict[str, int | None]:
+    """Vocabulary and sliding window of MODEL (a directory, config.json, repo id or preset) via pdctl.models.
+
+    STRICT=False (a model_path a server reported, which may not exist on this machine) returns {} instead
+    of raising when the spec cannot be resolved.
+    """
+    from pdctl.models import resolve_model_spec
+
+    path = Path(model)
+    cfg = SimpleNamespace(path=model, revision=None, config=str(path) if path.is_file() else None, preset=None)
+    try:
+        spec = resolve_model_spec(cfg)
+    except UserError:
+        if strict:
+            raise
+        return {}
+    return {"vocab_size": spec.vocab_size, "sliding_window": spec.sliding_window}
+
+
+def _info(target: Target) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    return (client.get_json(target.info_url, "/server_info", "/get_server_info"),
+            client.get_json(target.info_url, "/model_info", "/get_model_info"))
+
+
+def gather_facts(candidate: Target, reference: Target, req: ParityRequest) -> SuiteFacts:
+    """Suite facts: server info (reference, then the candidate's prefill, which wins), the model spec of
+    --model or else of the model_path the servers report, then explicit flags."""
+    cand_server, cand_model = _info(candidate)
+    ref_server, ref_model = _info(reference)
+    cand = facts_from_info(cand_server, cand_model)
+    ref = facts_from_info(ref_server, ref_model)
+    facts = SuiteFacts()
+    for key in ("page_size", "vocab_size", "sliding_window", "chunked_prefill_size", "context_length"):
+        for name, found in (("reference", ref), ("candidate", cand)):  # candidate last: its numbers win
+            if key in found.sources:
+                facts = facts.with_overrides(f"{name} {found.sources[key]}", **{key: getattr(found, key)})
+    if ref.context_length and cand.context_length:  # the shorter context bounds the prompts both can take
+        facts = facts.with_overrides("min of both servers", context_length=min(ref.context_length, cand.context_length))
+    if req.model:
+        facts = facts.with_overrides(f"model spec {req.model}", **_model_spec_facts(req.model))
+    elif facts.vocab_size is None or facts.sliding_window is None:
+        # SGLang's /model_info has neither; the model_path it reports usually resolves to a spec.
+        for doc in (cand_model, ref_model):
+            model_path = (doc or {}).get("model_path")
+            if isinstance(model_path, str) and model_path:
+                found_spec = _model_spec_facts(model_path, strict=False)
+                if found_spec:
+                    missing = {k: v for k, v in found_spec.items() if getattr(facts, k) is None}
+                    facts = facts.with_overrides(f"model spec of {model_path}", **missing)
+                    break
+    return facts.with_overrides("command line", **req.overrides)
+
+
+def build_prompts(req: ParityRequest, facts: SuiteFacts) -> list[Prompt]:
+    """--prompts FILE, or the default edge-length suite for FACTS."""
+    if req.prompts_file:
+        return load_prompts_file(req.prompts_file, vocab_size=facts.vocab_size)
+    return default_suite(facts, max_new_tokens=req.max_new_tokens, max_prompt_tokens=req.max_prompt_tokens,
+                         seed=req.seed)
+
+
+def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityResult:
+    """Do the whole run the user asked for; the reference topology (if any) is torn down before returning."""
+    req.validate()
+    if req.candidate_url is not None:
+        client.check_reachable(req.candidate_url, "candidate")
+    candidate = candidate_target(req)
+    client.check_reachable(candidate.url, "candidate")
+    if req.reference_url is not None:
+        client.check_reachable(req.reference_url, "reference")
+    with reference_target(req) as reference:
+        facts = gather_facts(candidate, reference, req)
+        prompts = build_prompts(req, facts)
+        opts = ParityOptions(
+            modes=req.modes, tolerance=req.tolerance, max_new_tokens=req.max_new_tokens, control=req.control,
+            copies=req.copies, page_size=facts.page_size, vocab_size=facts.vocab_size,
+        )
+        result = run_parity(candidate, reference, prompts, opts, progress)
+    result.facts = facts.describe()
+    result.candidate_workers = {"prefill": list(candidate.prefill_urls), "decode": list(candidate.flush_decode)}
+    return result
