@@ -14,9 +14,10 @@ from rich.console import Console
 from rich.table import Table
 
 from pdctl.cli.render import console, err_console, write_json
+from pdctl.compat.findings import NOT_APPLICABLE
 from pdctl.errors import CheckFailed
 
-_VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "warn": "yellow", "note": "cyan"}
+_VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "warn": "yellow", "note": "cyan", "n/a": "dim"}
 
 
 def _human(n: float) -> str:
@@ -61,6 +62,8 @@ def _render_findings(out: Console, findings: list[dict[str, Any]]) -> None:
         table.add_column(col, overflow="fold")
     for f in findings:
         verdict = "pass" if f["ok"] else {"error": "FAIL", "warning": "warn", "info": "note"}[f["severity"]]
+        if f["ok"] and f["message"] == NOT_APPLICABLE:
+            verdict = "n/a"
         style = _VERDICT_STYLE[verdict]
         table.add_row(f["rule"], f["severity"], f"[{style}]{verdict}[/]", f["message"], f["fix"] or "")
     out.print(table)
@@ -119,7 +122,10 @@ def _render_transfer(out: Console, plan: dict[str, Any] | None) -> None:
 @click.option("--tokens", type=click.IntRange(min=1), default=8192, show_default=True,
               help="Prompt length of the request whose transfer is counted.")
 def check_compat(topology: str, json_path: str | None, tokens: int) -> None:
-    """Check TOPOLOGY against every rule SGLang 0.5.23 enforces for PD serving (exit 1 if any error fails)."""
+    """Check TOPOLOGY against every rule SGLang 0.5.23 enforces for PD serving (exit 1 if any error fails).
+
+    A colocated (non-PD) topology is checked against the rules about single servers only.
+    """
     from pdctl.compat import compat_report
 
     topo, spec = _load(topology)
@@ -133,8 +139,11 @@ def check_compat(topology: str, json_path: str | None, tokens: int) -> None:
     failed = [f["rule"] for f in report["findings"] if f["severity"] == "error" and not f["ok"]]
     if failed:
         raise CheckFailed(f"{topo.name}: incompatible: {', '.join(failed)}")
-    out.print(f"[bold green]compatible[/]: {topo.name} passes all {len(report['findings'])} rules",
-              highlight=False)
+    n = len(report["findings"])
+    scope = f"all {n} rules" if topo.mode == "pd" else (
+        f"the {sum(f['message'] != NOT_APPLICABLE for f in report['findings'])} of {n} rules that apply to a "
+        "colocated topology")
+    out.print(f"[bold green]compatible[/]: {topo.name} passes {scope}", highlight=False)
 
 
 @click.command("plan")
@@ -153,7 +162,8 @@ def plan(topology: str, tokens: int, prefix_len: int, json_path: str | None) -> 
     topo, spec = _load(topology)
     if prefix_len > tokens:
         raise UserError(f"--prefix ({prefix_len}) is longer than --tokens ({tokens})")
-    p_tp, d_tp = topo.prefill.attn_tp, topo.decode.attn_tp
+    prefill, decode = topo.require_pd("plan")  # a colocated topology has no KV transfer to plan
+    p_tp, d_tp = prefill.attn_tp, decode.attn_tp
     if not ratio_ok(p_tp, d_tp):
         raise CheckFailed(f"{topo.name}: no transfer plan: attention TP {p_tp} and {d_tp} do not divide each "
                           "other (see `pdctl check-compat`)")

@@ -25,14 +25,22 @@ class Context:
 
     @property
     def pre(self) -> Any:
+        """The prefill role (PD rules only: None on a colocated topology, whose rules never read it)."""
         return self.topo.prefill
 
     @property
     def dec(self) -> Any:
+        """The decode role (PD rules only, as `pre`)."""
         return self.topo.decode
 
+    @property
+    def colocated(self) -> bool:
+        """A `mode: colocated` topology: one kind of plain server, no KV transfer."""
+        return getattr(self.topo, "mode", "pd") == "colocated"
+
     def roles(self) -> list[Any]:
-        return [self.topo.prefill, self.topo.decode]
+        """[prefill, decode], or [colocated]: what the rules about single servers iterate."""
+        return list(self.topo.roles())
 
     @property
     def unequal(self) -> bool:

@@ -1,7 +1,8 @@
 """Run every rule over a topology and assemble the check-compat report (CLI.md's JSON document).
 
 `evaluate` returns one finding per rule — passing ones too — so the table and JSON always list every rule
-and a reader can see what was checked, not only what failed.
+and a reader can see what was checked, not only what failed. On a colocated (non-PD) topology the PD-only
+rules are listed as passing with "n/a: colocated topology", and there is no head map or transfer plan.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pdctl.compat.context import Context
-from pdctl.compat.findings import Finding
+from pdctl.compat.findings import NOT_APPLICABLE, Finding
 from pdctl.compat.table import RULES
 from pdctl.models.spec import ModelSpec
 
@@ -19,6 +20,9 @@ def evaluate(topo: Any, spec: ModelSpec) -> list[Finding]:
     ctx = Context(topo, spec)
     findings: list[Finding] = []
     for rule in RULES:
+        if ctx.colocated and not rule.colocated:
+            findings.append(Finding(rule.id, rule.severity, True, NOT_APPLICABLE, None))
+            continue
         outcome = rule.check(ctx)
         findings.append(Finding(rule.id, rule.severity, not outcome.fired, outcome.message,
                                 rule.fix if outcome.fired else None))
@@ -43,21 +47,23 @@ def compat_report(topo: Any, spec: ModelSpec, tokens: int = 8192) -> dict[str, A
     """The whole check-compat document: verdict, model spec, findings, head map, attn TP, transfer plan.
 
     The head map and transfer plan are only computable when the TP sizes map onto each other; when they do
-    not, they are null and the findings say why.
+    not, they are empty / null and the findings say why. A colocated topology has neither (no transfer).
     """
     from pdctl.plan.heads import ownership_map, ratio_ok
     from pdctl.plan.transfer import transfer_plan
 
     findings = evaluate(topo, spec)
-    p_tp, d_tp = topo.prefill.attn_tp, topo.decode.attn_tp
+    mode = getattr(topo, "mode", "pd")
     heads: list[dict[str, Any]] = []
     transfer: dict[str, Any] | None = None
-    if ratio_ok(p_tp, d_tp):
+    if mode == "pd" and ratio_ok(topo.prefill.attn_tp, topo.decode.attn_tp):
+        p_tp, d_tp = topo.prefill.attn_tp, topo.decode.attn_tp
         heads = ownership_map(p_tp, d_tp, 1 if spec.mla else spec.num_kv_heads)
         transfer = transfer_plan(topo, spec, tokens).to_dict()
     return {
         "ok": is_compatible(findings),
         "topology": topo.name,
+        "mode": mode,
         "source": str(topo.source_path) if getattr(topo, "source_path", None) else None,
         "model": spec.to_dict(),
         "findings": [f.to_dict() for f in findings],

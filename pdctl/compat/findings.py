@@ -14,6 +14,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pdctl.compat.context import Context
 
 Severity = Literal["error", "warning", "info"]
+# The message of a PD-only rule on a colocated topology (listed, so the table still shows every rule).
+NOT_APPLICABLE = "n/a: colocated topology"
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,11 @@ def fired(message: str) -> Outcome:
 
 @dataclass(frozen=True)
 class Rule:
-    """One compatibility rule; `mirrors` names the SGLang behaviour it reproduces (for docs)."""
+    """One compatibility rule; `mirrors` names the SGLang behaviour it reproduces (for docs).
+
+    `colocated` marks the rules that apply to a single plain (non-PD) server too: a `mode: colocated`
+    topology runs only those, and lists the others as passing with NOT_APPLICABLE.
+    """
 
     id: str
     severity: Severity
@@ -44,6 +50,7 @@ class Rule:
     fix: str
     summary: str
     mirrors: str = ""
+    colocated: bool = False
 
 
 @dataclass(frozen=True)

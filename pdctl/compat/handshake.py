@@ -62,8 +62,9 @@ def heads_divisible(ctx: Context) -> Outcome:
                      "total_num_kv_heads % attn_tp_size == 0 or attn_tp_size % total_num_kv_heads == 0): "
                      + "; ".join(problems))
     kv_note = "MLA latent replicated" if spec.mla else f"{spec.num_kv_heads} KV heads"
-    return passed(f"{spec.num_attention_heads} heads, {kv_note}; attention TP "
-                  f"{ctx.pre.attn_tp} (prefill) / {ctx.dec.attn_tp} (decode) hold whole heads")
+    tps = " / ".join(f"{r.attn_tp} ({r.name})" for r in ctx.roles())
+    return passed(f"{spec.num_attention_heads} heads, {kv_note}; attention TP {tps} hold"
+                  + ("s" if len(ctx.roles()) == 1 else "") + " whole heads")
 
 
 def attn_tp_ratio(ctx: Context) -> Outcome:

@@ -69,10 +69,8 @@ def placement(ctx: Context) -> Outcome:
     problems = placement_problems(ctx.topo)
     if problems:
         return fired("; ".join(problems))
-    return passed(
-        f"prefill {ctx.pre.replicas} x {ctx.pre.tp * ctx.pre.pp} and decode {ctx.dec.replicas} x "
-        f"{ctx.dec.tp * ctx.dec.pp} GPUs fit their nodes"
-    )
+    parts = " and ".join(f"{r.name} {r.replicas} x {r.gpus_per_replica}" for r in ctx.roles())
+    return passed(f"{parts} GPUs fit {'their' if len(ctx.roles()) > 1 else 'its'} nodes")
 
 
 def bootstrap_port(ctx: Context) -> Outcome:
@@ -82,7 +80,8 @@ def bootstrap_port(ctx: Context) -> Outcome:
     clashes = port_clashes(ctx.topo)
     if clashes:
         return fired("; ".join(clashes))
-    return passed("HTTP, bootstrap and router ports are distinct on every machine")
+    kinds = "HTTP and router" if ctx.colocated else "HTTP, bootstrap and router"
+    return passed(f"{kinds} ports are distinct on every machine")
 
 
 def backend_known(ctx: Context) -> Outcome:

@@ -1,6 +1,7 @@
 """The rule table of check-compat (COMPAT.md): id, severity, check, fix, and the SGLang behaviour mirrored.
 
-Order is the order the table prints: handshake, head-slice transfer, memory modes, platform.
+Order is the order the table prints: handshake, head-slice transfer, memory modes, platform. Rules marked
+`colocated=True` also run on a `mode: colocated` topology (they are about one server, not a PD pair).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ RULES: list[Rule] = [
     Rule("heads-divisible", "error", handshake.heads_divisible,
          "choose tp (tp / dp with enable_dp_attention) dividing the attention heads and dividing or divisible "
          "by the KV heads",
-         "attention TP does not split the heads into whole heads", "model-load asserts in the attention layer"),
+         "attention TP does not split the heads into whole heads", "model-load asserts in the attention layer",
+         colocated=True),
     Rule("attn-tp-ratio", "error", handshake.attn_tp_ratio,
          "make one role's attention TP a multiple of the other's (e.g. 1 -> 2/4/8, 2 -> 4, 8 -> 2)",
          "prefill and decode attention TP are not multiples of each other",
@@ -41,7 +43,8 @@ RULES: list[Rule] = [
          "unequal TP + non-MLA + mxfp8 KV", "handshake RuntimeError (block-scale state cannot be head-sliced)"),
     Rule("mxfp8-gpu", "error", platform.mxfp8_gpu,
          "run mxfp8 KV on gb300 / gb200 / b200 nodes, or use kv_cache_dtype fp8_e4m3",
-         "mxfp8 KV on a GPU that is not SM100+", "server_args ValueError (kv_cache_hook)"),
+         "mxfp8 KV on a GPU that is not SM100+", "server_args ValueError (kv_cache_hook)",
+         colocated=True),
     Rule("unified-memory-backend", "error", memory.unified_memory_backend,
          "use transfer.backend: mooncake with protocol: rdma, or unified_memory: false",
          "unified memory with a backend other than mooncake (RDMA)", "server_args assertion (kv_cache_hook)"),
@@ -77,13 +80,15 @@ RULES: list[Rule] = [
     Rule("attention-backend-gpu", "error", platform.attention_backend_gpu,
          "drop attention_backend (let SGLang choose) or pick one built for the GPU (flashinfer, triton)",
          "fa3 on Blackwell; trtllm_mha on a GPU without its kernels or with an MLA model",
-         "attention backend registry assertions / server_args ValueError"),
+         "attention backend registry assertions / server_args ValueError", colocated=True),
     Rule("placement", "error", platform.placement,
          "add GPUs / nodes to the role, lower replicas x tp x pp, or give roles disjoint nodes",
-         "replicas need more GPUs than their nodes have, or roles overlap GPUs", "launch would fail"),
+         "replicas need more GPUs than their nodes have, or roles overlap GPUs", "launch would fail",
+         colocated=True),
     Rule("bootstrap-port", "error", platform.bootstrap_port,
          "move router.port, a role's port, or transfer.bootstrap_port so ranges do not overlap",
-         "two processes on one machine would bind the same port", "bind failure / wrong bootstrap server"),
+         "two processes on one machine would bind the same port", "bind failure / wrong bootstrap server",
+         colocated=True),
     Rule("backend-known", "error", platform.backend_known,
          "use transfer.backend nixl or mooncake; with protocol: tcp drop transfer.ib_device",
          "unknown backend, or mooncake tcp with RDMA-only options", "argparse choices / mooncake_tcp"),

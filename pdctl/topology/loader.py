@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from pdctl.errors import UserError
 from pdctl.topology.model import SERVER_KEYS, RoleSpec, Topology, TopologyFile
+from pdctl.topology.sections import MODE_SECTIONS
 from pdctl.topology.yamltree import PathKey, Positions, format_path, located, parse_yaml
 
 MAX_ERRORS = 20
@@ -97,7 +98,10 @@ def _error_line(err: dict[str, Any], source: str, positions: Positions) -> tuple
         allowed = list(model.model_fields) if model else []
         hint = did_you_mean(key, allowed) or (f"; expected one of: {', '.join(allowed)}" if allowed else "")
         if parent == ("server",) and key in _ROLE_ONLY_KEYS:
-            hint = f"; {key} is a role key: set it under prefill: and/or decode:"
+            hint = f"; {key} is a role key: set it under prefill: and/or decode: (colocated: in mode colocated)"
+        elif parent == ("colocated",) and key in RoleSpec.model_fields:
+            hint = (f"; {key} is a PD decode key (--disaggregation-decode-enable-radix-cache): a colocated "
+                    "server has no disaggregation flags")
         return (pos or (0, 0)), located(source, pos, loc, f"unknown key {key!r}{hint}")
     elif len(loc) >= 2 and loc[-1] == "[key]" and not isinstance(value, str):
         # pydantic's marker for a bad mapping key (only reachable via build_topology: YAML keys are text);
@@ -143,10 +147,57 @@ def _message(kind: str, value: Any, ctx: dict[str, Any], fallback: str) -> str:
     return f"{fallback}, got {got}"
 
 
-def _validation_failure(exc: ValidationError, source: str, positions: Positions) -> UserError:
-    lines = sorted((_error_line(err, source, positions) for err in exc.errors()), key=lambda t: t[0])
-    unique = list(dict.fromkeys(line for _, line in lines))
-    return _failure(unique)
+Located = tuple[tuple[int, int], str]
+
+
+def _validation_lines(exc: ValidationError, source: str, positions: Positions) -> list[Located]:
+    return [_error_line(err, source, positions) for err in exc.errors()]
+
+
+def _sorted_failure(lines: list[Located]) -> UserError:
+    ordered = sorted(lines, key=lambda t: t[0])
+    return _failure(list(dict.fromkeys(line for _, line in ordered)))
+
+
+def _mode_problems(data: dict[Any, Any], source: str, positions: Positions) -> list[Located]:
+    """The role sections must be the mode's: prefill: + decode: (pd), or colocated: alone (colocated).
+
+    Checked on the data as written (key presence, so `prefill: null` counts as written) because whether a
+    section is required or forbidden depends on another key, which pydantic's per-field errors cannot say.
+    An unknown `mode` value is pydantic's error; then nothing is checked here.
+    """
+    mode = data.get("mode", "pd")
+    if not isinstance(mode, str) or mode not in MODE_SECTIONS:
+        return []
+    out: list[Located] = []
+    wanted = MODE_SECTIONS[mode]
+    mode_words = "mode: colocated" if mode == "colocated" else (
+        "mode: pd" + ("" if "mode" in data else ", the default"))
+    for section in wanted:
+        if section not in data:
+            if mode == "pd":  # the message of any other missing required key
+                pos = positions.value_at(())
+                msg = f"required key {section!r} missing in (top level)"
+            else:
+                pos = positions.value_at(("mode",))
+                msg = f"required key {section!r} missing ({mode_words} describes its servers in a {section}: section)"
+            out.append((pos or (0, 0), located(source, pos, (section,), msg)))
+        elif data[section] is None:
+            pos = positions.value_at((section,))
+            out.append((pos or (0, 0), located(source, pos, (section,), "expected a mapping, got null")))
+    others = [s for m, sections in MODE_SECTIONS.items() if m != mode for s in sections]
+    for section in others:
+        if section not in data:
+            continue
+        pos = positions.key_at((section,))
+        if mode == "colocated":
+            msg = ("not allowed with mode: colocated (one colocated: section describes the servers); "
+                   "remove prefill: / decode:, or set mode: pd")
+        else:
+            msg = (f"only allowed with mode: colocated (this file is {mode_words}); set mode: colocated and "
+                   "remove prefill: / decode:, or remove colocated:")
+        out.append((pos or (0, 0), located(source, pos, (section,), msg)))
+    return out
 
 
 def _failure(lines: list[str]) -> UserError:
@@ -169,7 +220,7 @@ def _cross_reference(raw: TopologyFile, source: str, positions: Positions) -> li
             add(("nodes", i, "name"), f"duplicate node name {node.name!r} (also nodes[{names[node.name]}])")
         else:
             names[node.name] = i
-    for role_name in ("prefill", "decode"):
+    for role_name in MODE_SECTIONS[raw.mode]:
         role = getattr(raw, role_name)
         seen: set[str] = set()
         for k, node_name in enumerate(role.nodes):
@@ -185,8 +236,8 @@ def _cross_reference(raw: TopologyFile, source: str, positions: Positions) -> li
         if role.port + role.replicas - 1 > 65535:
             add((role_name, "port"), f"ports {role.port}..{role.port + role.replicas - 1} of "
                 f"{role.replicas} replicas exceed 65535")
-    last_bootstrap = raw.transfer.bootstrap_port + raw.prefill.replicas - 1
-    if last_bootstrap > 65535:
+    last_bootstrap = raw.transfer.bootstrap_port + (raw.prefill.replicas - 1 if raw.prefill else 0)
+    if raw.prefill is not None and last_bootstrap > 65535:
         add(("transfer", "bootstrap_port"), f"bootstrap ports up to {last_bootstrap} "
             f"({raw.prefill.replicas} prefill replicas) exceed 65535")
     if raw.router.node is not None and raw.router.node not in names:
@@ -203,10 +254,13 @@ def build_topology(data: Any, source: str = "<data>", positions: Positions | Non
         pos = positions.value_at(())
         raise UserError(located(source, pos, None, f"expected a mapping at the top level "
                                                    f"(name:, model:, nodes:, ...), got {describe(data)}"))
+    problems_found = _mode_problems(data, source, positions)
     try:
         raw = TopologyFile.model_validate(data)
     except ValidationError as exc:
-        raise _validation_failure(exc, source, positions) from None
+        raise _sorted_failure(_validation_lines(exc, source, positions) + problems_found) from None
+    if problems_found:
+        raise _sorted_failure(problems_found)
     problems = _cross_reference(raw, source, positions)
     if problems:
         raise _failure(problems)

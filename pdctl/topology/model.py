@@ -12,16 +12,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from pdctl.errors import UserError
 from pdctl.topology.sections import (
     BLACKWELL_GPUS,
     SERVER_KEYS,
+    ColocatedSpec,
     DecodeSpec,
     EngineConfig,
     EvalConfig,
     Gsm8kEval,
+    Mode,
     ModelConfig,
     Node,
     ParityEval,
+    PlacedSpec,
     PrefillSpec,
     RoleSpec,
     RouterConfig,
@@ -31,19 +35,25 @@ from pdctl.topology.sections import (
     TransferConfig,
 )
 
+RoleName = Literal["prefill", "decode", "colocated"]
+
 __all__ = [
-    "BLACKWELL_GPUS", "SERVER_KEYS", "DecodeSpec", "EngineConfig", "EvalConfig", "Gsm8kEval", "ModelConfig",
-    "Node", "ParityEval", "PrefillSpec", "RoleConfig", "RoleSpec", "RouterConfig", "SSHConfig",
-    "ServerConfig",
-    "Topology", "TopologyFile", "TransferConfig", "effective_role",
+    "BLACKWELL_GPUS", "SERVER_KEYS", "ColocatedSpec", "DecodeSpec", "EngineConfig", "EvalConfig", "Gsm8kEval",
+    "Mode", "ModelConfig", "Node", "ParityEval", "PlacedSpec", "PrefillSpec", "RoleConfig", "RoleName",
+    "RoleSpec", "RouterConfig", "SSHConfig", "ServerConfig", "Topology", "TopologyFile", "TransferConfig",
+    "effective_role",
 ]
 
 class RoleConfig(BaseModel):
-    """A role's EFFECTIVE settings: server: defaults merged with the role's overrides (role wins)."""
+    """A role's EFFECTIVE settings: server: defaults merged with the role's overrides (role wins).
+
+    `name` is "prefill" / "decode" in a PD topology and "colocated" for the plain servers of a colocated one
+    (whose `radix_cache` is always false: that key is the PD decode flag, a colocated server has none).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    name: Literal["prefill", "decode"]
+    name: RoleName
     nodes: list[str]
     replicas: int
     tp: int
@@ -76,55 +86,86 @@ class RoleConfig(BaseModel):
         return self.tp * self.pp
 
 
-def effective_role(name: Literal["prefill", "decode"], spec: RoleSpec, server: ServerConfig) -> RoleConfig:
+def effective_role(name: RoleName, spec: PlacedSpec, server: ServerConfig) -> RoleConfig:
     """Merge server: defaults with the keys the role actually wrote; `args` dicts merge, role wins."""
     values: dict[str, Any] = server.model_dump()
     for key in spec.model_fields_set:
         if key != "args":
             values[key] = getattr(spec, key)
-    for key in RoleSpec.model_fields:
+    for key in type(spec).model_fields:
         if key not in SERVER_KEYS and key not in spec.model_fields_set:
             values[key] = getattr(spec, key)
+    values.setdefault("radix_cache", False)  # colocated: no PD decode radix-cache flag
     values["args"] = {**server.args, **spec.args}
     return RoleConfig(name=name, **values)
 
 
 class Topology(BaseModel):
-    """A loaded topology: what launch, compat, eval and parity read. Build it with `load_topology`."""
+    """A loaded topology: what launch, compat, eval and parity read. Build it with `load_topology`.
+
+    `mode` says which roles exist: "pd" -> `prefill` and `decode` (both set, `colocated` None); "colocated"
+    -> `colocated` only (`prefill`/`decode` None). Code that handles both modes iterates `roles()`; code that
+    only makes sense for PD calls `require_pd()` first.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     name: str
+    mode: Mode = "pd"
     source_path: Path | None = None
     engine: EngineConfig
     model: ModelConfig
     nodes: list[Node]
     transfer: TransferConfig
     server: ServerConfig
-    prefill: RoleConfig
-    decode: RoleConfig
+    prefill: RoleConfig | None = None
+    decode: RoleConfig | None = None
+    colocated: RoleConfig | None = None
     router: RouterConfig
     eval: EvalConfig
 
     @classmethod
     def from_file_model(cls, raw: TopologyFile, source_path: Path | None = None) -> Topology:
-        """Effective view of a validated file: merged roles, router node default = first prefill node."""
+        """Effective view of a validated file (the loader has checked that the mode's sections are there):
+        merged roles, router node default = first node of the first role."""
+        roles: dict[str, RoleConfig | None] = {"prefill": None, "decode": None, "colocated": None}
+        for role_name in ("prefill", "decode", "colocated"):
+            spec = getattr(raw, role_name)
+            if spec is not None:
+                roles[role_name] = effective_role(role_name, spec, raw.server)
+        first = roles["colocated"] if raw.mode == "colocated" else roles["prefill"]
         router = raw.router
-        if router.node is None:
-            router = router.model_copy(update={"node": raw.prefill.nodes[0]})
+        if router.node is None and first is not None:
+            router = router.model_copy(update={"node": first.nodes[0]})
         return cls(
             name=raw.name,
+            mode=raw.mode,
             source_path=source_path,
             engine=raw.engine,
             model=raw.model,
             nodes=raw.nodes,
             transfer=raw.transfer,
             server=raw.server,
-            prefill=effective_role("prefill", raw.prefill, raw.server),
-            decode=effective_role("decode", raw.decode, raw.server),
             router=router,
             eval=raw.eval,
+            **roles,
         )
+
+    @property
+    def is_pd(self) -> bool:
+        """True for a prefill/decode disaggregated topology."""
+        return self.mode == "pd"
+
+    def require_pd(self, what: str) -> tuple[RoleConfig, RoleConfig]:
+        """(prefill, decode), or UserError (exit 2) "<what> needs a PD topology" for a colocated one.
+
+        For commands that only mean something with a KV transfer (plan, transfer bench, ...).
+        """
+        if self.prefill is None or self.decode is None:
+            where = f" ({self.source_path})" if self.source_path else ""
+            raise UserError(f"{what} needs a PD topology (mode: pd, with prefill: and decode:); "
+                            f"{self.name}{where} is mode: {self.mode}")
+        return self.prefill, self.decode
 
     def node(self, name: str) -> Node:
         """The node called `name` (KeyError if absent: loading already checked every reference)."""
@@ -134,15 +175,17 @@ class Topology(BaseModel):
         raise KeyError(name)
 
     def roles(self) -> list[RoleConfig]:
-        """[prefill, decode], the order placement and rendering use."""
-        return [self.prefill, self.decode]
+        """The roles in placement / rendering order: [prefill, decode] (pd) or [colocated] (colocated)."""
+        if self.mode == "colocated":
+            return [self.colocated] if self.colocated is not None else []
+        return [r for r in (self.prefill, self.decode) if r is not None]
 
     def role(self, name: str) -> RoleConfig:
-        """A role by name ("prefill" | "decode")."""
-        if name == "prefill":
-            return self.prefill
-        if name == "decode":
-            return self.decode
+        """A role by name ("prefill" | "decode" | "colocated"); KeyError if this topology has no such role."""
+        if name in ("prefill", "decode", "colocated"):
+            found = getattr(self, name)
+            if found is not None:
+                return found
         raise KeyError(name)
 
     def role_nodes(self, role: str | RoleConfig) -> list[Node]:
@@ -152,5 +195,5 @@ class Topology(BaseModel):
 
     @property
     def router_node(self) -> Node:
-        """The node the router runs on."""
-        return self.node(self.router.node or self.prefill.nodes[0])
+        """The node the router runs on (default: the first node of the first role)."""
+        return self.node(self.router.node or self.roles()[0].nodes[0])

@@ -36,7 +36,7 @@ class ReplicaPlacement:
     role: str
     replica: int
     http_port: int
-    bootstrap_port: int
+    bootstrap_port: int  # 0 for colocated replicas (no bootstrap server)
     slots: list[NodeSlot] = field(default_factory=list)
     nnodes: int = 1
     dist_init_addr: str | None = None
@@ -65,7 +65,12 @@ def dist_init_port(http_port: int) -> int:
 
 
 def bootstrap_port_of(topo: Topology, role: str, replica: int) -> int:
-    """Prefill replica i serves bootstrap on bootstrap_port + i; decode j pairs with prefill j % P."""
+    """Prefill replica i serves bootstrap on bootstrap_port + i; decode j pairs with prefill j % P.
+
+    0 for a colocated replica: it has no bootstrap server and talks to no other server.
+    """
+    if role == "colocated" or topo.prefill is None:
+        return 0
     prefill_index = replica if role == "prefill" else replica % topo.prefill.replicas
     return topo.transfer.bootstrap_port + prefill_index
 
@@ -106,8 +111,9 @@ def _place_replica(
 
 
 def place(topo: Topology) -> list[ReplicaPlacement]:
-    """Every replica of prefill then decode, packed on each role's nodes in order; roles sharing a node
-    get disjoint GPU ranges (prefill first). Raises nothing; see placement_problems()."""
+    """Every replica of each role in `topo.roles()` order (prefill then decode, or the colocated replicas),
+    packed on the role's nodes in order; roles sharing a node get disjoint GPU ranges (prefill first).
+    Raises nothing; see placement_problems()."""
     used: dict[str, int] = defaultdict(int)
     out: list[ReplicaPlacement] = []
     for role in topo.roles():
@@ -181,7 +187,8 @@ def port_bindings(
     topo: Topology, placements: list[ReplicaPlacement] | None = None
 ) -> list[tuple[str, int, str]]:
     """Every (node, port, what) a launch would bind: replica HTTP ports, prefill bootstrap servers,
-    multi-node rendezvous ports, the router. Decode only connects to bootstrap ports, so binds none."""
+    multi-node rendezvous ports, the router. Decode only connects to bootstrap ports, so binds none;
+    colocated replicas have no bootstrap server."""
     placements = place(topo) if placements is None else placements
     out: list[tuple[str, int, str]] = []
     for p in placements:
@@ -191,8 +198,7 @@ def port_bindings(
             out.append((head, p.bootstrap_port, f"{p.name} bootstrap"))
         if p.dist_init_addr is not None:
             out.append((head, int(p.dist_init_addr.rsplit(":", 1)[1]), f"{p.name} dist-init"))
-    router_node = topo.router.node or topo.prefill.nodes[0]
-    out.append((router_node, topo.router.port, "router"))
+    out.append((topo.router_node.name, topo.router.port, "router"))
     return out
 
 

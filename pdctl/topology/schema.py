@@ -1,7 +1,8 @@
 """JSON Schema of the topology file format (`pdctl schema`), generated from the pydantic models.
 
 Generated rather than hand-written so it can never drift from what the loader accepts; the post-processing
-only makes role overrides honest (their default is whatever server: says, not a fixed value).
+only makes role overrides honest (their default is whatever server: says, not a fixed value) and states the
+one rule pydantic cannot express per field: which role sections `mode` requires (if/then/else).
 """
 
 from __future__ import annotations
@@ -9,8 +10,24 @@ from __future__ import annotations
 from typing import Any
 
 from pdctl.topology.model import SERVER_KEYS, TopologyFile
+from pdctl.topology.sections import MODE_SECTIONS
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+ROLE_DEFS = {"prefill": "PrefillSpec", "decode": "DecodeSpec", "colocated": "ColocatedSpec"}
+
+
+def _mode_rules() -> dict[str, Any]:
+    """mode colocated -> colocated: required, prefill:/decode: absent; otherwise (pd) the reverse."""
+    pd, colocated = MODE_SECTIONS["pd"], MODE_SECTIONS["colocated"]
+
+    def forbid(sections: tuple[str, ...]) -> dict[str, Any]:
+        return {"not": {"anyOf": [{"required": [s]} for s in sections]}}
+
+    return {
+        "if": {"properties": {"mode": {"const": "colocated"}}, "required": ["mode"]},
+        "then": {"required": list(colocated), **forbid(pd)},
+        "else": {"required": list(pd), **forbid(colocated)},
+    }
 
 
 def topology_json_schema() -> dict[str, Any]:
@@ -19,13 +36,21 @@ def topology_json_schema() -> dict[str, Any]:
     schema["$schema"] = SCHEMA_DIALECT
     schema["title"] = "pdctl topology"
     schema["description"] = (
-        "One prefill/decode disaggregated SGLang deployment (pdctl TOPOLOGY.md). Unknown keys are errors."
+        "One SGLang deployment (pdctl TOPOLOGY.md): prefill/decode disaggregated (mode: pd, the default) or "
+        "plain non-PD servers (mode: colocated). Unknown keys are errors."
     )
-    for role_def in ("PrefillSpec", "DecodeSpec"):
-        props = schema.get("$defs", {}).get(role_def, {}).get("properties", {})
+    props = schema["properties"]
+    for section, ref in ROLE_DEFS.items():
+        # The role sections are Optional in the model only because `mode` decides which are required; as
+        # written they are mappings (null is an error), so the schema says just that.
+        description = props[section].get("description", "")
+        props[section] = {"$ref": f"#/$defs/{ref}", "description": description}
+    schema.update(_mode_rules())
+    for role_def in ROLE_DEFS.values():
+        role_props = schema.get("$defs", {}).get(role_def, {}).get("properties", {})
         for key in SERVER_KEYS:
-            if key in props:
-                props[key].pop("default", None)
-                base = props[key].get("description", "")
-                props[key]["description"] = f"Overrides server.{key} for this role. {base}".strip()
+            if key in role_props:
+                role_props[key].pop("default", None)
+                base = role_props[key].get("description", "")
+                role_props[key]["description"] = f"Overrides server.{key} for this role. {base}".strip()
     return schema

@@ -178,7 +178,7 @@ class TransferConfig(_Section):
 
 
 class ServerConfig(_Section):
-    """Server settings shared by both roles; each key may be overridden under prefill: / decode:."""
+    """Server settings shared by every role; each key may be overridden under prefill: / decode: / colocated:."""
 
     page_size: int = Field(64, ge=1, description="-> --page-size (must match between roles).")
     kv_cache_dtype: KvCacheDtype = Field("auto", description="-> --kv-cache-dtype.")
@@ -207,8 +207,8 @@ class ServerConfig(_Section):
 SERVER_KEYS: tuple[str, ...] = tuple(ServerConfig.model_fields)
 
 
-class RoleSpec(ServerConfig):
-    """A role as written in the file: placement keys plus optional overrides of any server: key.
+class PlacedSpec(ServerConfig):
+    """Keys every server role has (PD roles and the colocated server): placement plus server: overrides.
 
     Which server keys the user actually wrote is `model_fields_set`; only those override server:.
     """
@@ -222,9 +222,23 @@ class RoleSpec(ServerConfig):
     dp: int = Field(1, ge=1, description="Data parallel size (--dp-size).")
     enable_dp_attention: bool = Field(False, description="-> --enable-dp-attention (attention TP = tp / dp).")
     port: int = Field(30000, ge=1, le=65535, description="HTTP port of replica 0 (replica i: port + i).")
+
+
+class RoleSpec(PlacedSpec):
+    """A PD role (prefill: / decode:) as written: placement keys plus optional overrides of any server: key."""
+
     radix_cache: bool = Field(
         False, description="-> --disaggregation-decode-enable-radix-cache (decode only; ignored on prefill)."
     )
+
+
+class ColocatedSpec(PlacedSpec):
+    """The one role of a `mode: colocated` topology: plain (non-PD) SGLang servers, no disaggregation keys.
+
+    This is what `pdctl parity --reference-topology` launches to compare a PD deployment against.
+    """
+
+    port: int = Field(30000, ge=1, le=65535, description="HTTP port of replica 0 (replica i: port + i).")
 
 
 class PrefillSpec(RoleSpec):
@@ -240,9 +254,11 @@ class DecodeSpec(RoleSpec):
 
 
 class RouterConfig(_Section):
-    """The sglang_router instance in PD mode in front of both roles."""
+    """The sglang_router instance in front of the servers (PD mode for mode: pd, regular for colocated)."""
 
-    node: str | None = Field(None, description="Node it runs on (default: the first prefill node).")
+    node: str | None = Field(
+        None, description="Node it runs on (default: the first node of the first role: prefill / colocated)."
+    )
     host: str = Field("0.0.0.0", description="Bind address.")
     port: int = Field(8000, ge=1, le=65535, description="Router HTTP port.")
     policy: str | None = Field(None, description="Routing policy passed to sglang_router (--policy).")
@@ -278,16 +294,41 @@ class EvalConfig(_Section):
     parity: ParityEval = Field(default_factory=ParityEval, description="`pdctl parity` defaults.")
 
 
+Mode = Literal["pd", "colocated"]
+# The sections each mode requires; the other mode's sections are errors (checked in loader.py, with positions).
+MODE_SECTIONS: dict[str, tuple[str, ...]] = {"pd": ("prefill", "decode"), "colocated": ("colocated",)}
+
+
 class TopologyFile(_Section):
-    """One YAML topology file, exactly as written (the public format; `pdctl schema` prints its schema)."""
+    """One YAML topology file, exactly as written (the public format; `pdctl schema` prints its schema).
+
+    The role sections are optional here because which ones are required depends on `mode`; the loader checks
+    that against the YAML (so the error can name the line) and `schema.py` states it as if/then/else.
+    """
 
     name: str = Field(..., pattern=NAME_PATTERN, description="Deployment name: [a-z0-9][a-z0-9-]*.")
+    mode: Mode = Field(
+        "pd", description="pd = prefill/decode disaggregated (prefill: + decode:); colocated = plain "
+        "non-PD servers (colocated:), e.g. the reference server `pdctl parity` compares against.",
+    )
     engine: EngineConfig = Field(default_factory=EngineConfig, description="Server program and environment.")
     model: ModelConfig = Field(..., description="The served model and how its architecture is found.")
     nodes: list[Node] = Field(..., min_length=1, description="Every machine the deployment uses.")
-    transfer: TransferConfig = Field(default_factory=TransferConfig, description="KV transfer settings.")
-    server: ServerConfig = Field(default_factory=ServerConfig, description="Defaults for both roles.")
-    prefill: PrefillSpec = Field(..., description="The prefill role: placement and server overrides.")
-    decode: DecodeSpec = Field(..., description="The decode role: placement and server overrides.")
-    router: RouterConfig = Field(default_factory=RouterConfig, description="sglang_router in PD mode.")
+    transfer: TransferConfig = Field(
+        default_factory=TransferConfig, description="KV transfer settings (ignored with mode: colocated)."
+    )
+    server: ServerConfig = Field(default_factory=ServerConfig, description="Defaults for every role.")
+    prefill: PrefillSpec | None = Field(
+        None, description="mode pd (required): the prefill role, placement and server overrides."
+    )
+    decode: DecodeSpec | None = Field(
+        None, description="mode pd (required): the decode role, placement and server overrides."
+    )
+    colocated: ColocatedSpec | None = Field(
+        None, description="mode colocated (required): the non-PD servers, placement and server overrides."
+    )
+    router: RouterConfig = Field(
+        default_factory=RouterConfig,
+        description="sglang_router: PD mode over prefill/decode, regular mode over colocated replicas.",
+    )
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Defaults for eval and parity.")

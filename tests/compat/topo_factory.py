@@ -43,3 +43,19 @@ def gpu(kind: str, p: int = 4, d: int = 4) -> list[dict[str, Any]]:
         {"name": "p0", "host": "10.0.0.11", "gpu": kind, "gpus": p},
         {"name": "d0", "host": "10.0.0.12", "gpu": kind, "gpus": d},
     ]
+
+
+COLOCATED_BASE: dict[str, Any] = {
+    "name": "gpt-oss-120b-colocated",
+    "mode": "colocated",
+    "engine": {"kind": "sglang", "version": "0.5.23"},
+    "model": {"path": "openai/gpt-oss-120b", "preset": "gpt-oss-120b"},
+    "nodes": [{"name": "n0", "host": "10.0.0.11", "gpu": "gb300", "gpus": 4}],
+    "colocated": {"nodes": ["n0"], "tp": 4},
+}
+
+
+def make_colocated(**over: Any) -> tuple[Any, Any]:
+    """(topology, model spec) for COLOCATED_BASE with `over` deep-merged in (lists replace)."""
+    topo = build_topology(merge(COLOCATED_BASE, over), source="<test>")
+    return topo, resolve_model_spec(topo.model)

@@ -76,3 +76,33 @@ eval:
   gsm8k: {num_questions: 50, floor: 0.9}
   parity: {tolerance: 0.1}
 """
+
+COLOCATED = """\
+name: colocated-example
+mode: colocated
+model:
+  path: openai/gpt-oss-20b
+nodes:
+  - name: a
+    host: 10.0.0.1
+    gpu: h100
+    gpus: 4
+  - name: b
+    host: 10.0.0.2
+    gpu: h100
+    gpus: 4
+transfer:
+  backend: mooncake
+server:
+  page_size: 32
+  attention_backend: fa3
+  args: {enable-metrics: true, max-running-requests: 64}
+colocated:
+  nodes: [a, b]
+  replicas: 3
+  tp: 2
+  port: 31500
+  attention_backend: null
+  mem_fraction_static: 0.7
+  args: {enable-metrics: false}
+"""

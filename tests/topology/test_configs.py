@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pdctl.topology import load_topology
-from pdctl.topology.placement import place, placement_problems, port_clashes
+from pdctl.topology.placement import machine_key, place, placement_problems, port_bindings, port_clashes
 from tests.topology.samples import CONFIGS, REPO
 
 
@@ -16,6 +16,7 @@ def test_the_five_example_configs_exist() -> None:
     assert {
         "gpt-oss-120b-p1-d4-gb300-nixl.yaml", "gpt-oss-120b-p1-d4-gb300-mooncake.yaml",
         "gpt-oss-20b-p2-d1-h100-nixl.yaml", "llama-3.1-8b-p4-d2-h100.yaml", "local-cpu.yaml",
+        "local-cpu-reference.yaml",
     } <= names
 
 
@@ -59,3 +60,22 @@ def test_shared_h100_nodes_split_gpus() -> None:
     prefill, decode = place(topo)
     assert (prefill.slots[0].base_gpu_id, prefill.slots[0].num_gpus) == (0, 4)
     assert (decode.slots[0].base_gpu_id, decode.slots[0].num_gpus) == (4, 2)
+
+
+def test_local_cpu_reference_config() -> None:
+    """The colocated reference `make demo`'s parity step launches next to local-cpu.yaml."""
+    ref = load_topology(REPO / "configs/local-cpu-reference.yaml")
+    pd = load_topology(REPO / "configs/local-cpu.yaml")
+    assert ref.name == "local-cpu-reference" and ref.mode == "colocated" and ref.engine.kind == "reference"
+    assert ref.model.path == pd.model.path == ".pdctl/checkpoints/reference-tiny"
+    assert ref.model.preset == "reference-tiny"
+    assert [(n.name, n.host, n.gpu, n.gpus) for n in ref.nodes] == [("local", "127.0.0.1", "cpu", 2)]
+    role = ref.colocated
+    assert role is not None and ref.prefill is None and pd.prefill is not None and pd.decode is not None
+    assert (role.tp, role.page_size, role.port, ref.router.port) == (1, 16, 31500, 31850)
+    assert role.page_size == pd.prefill.page_size and role.kv_cache_dtype == pd.decode.kv_cache_dtype
+    assert [(p.name, p.url) for p in place(ref)] == [("colocated[0]", "http://127.0.0.1:31500")]
+    # both deployments run at once on this machine: no port of one may be a port of the other
+    ours = {(machine_key(ref.node(n)), port) for n, port, _ in port_bindings(ref)}
+    theirs = {(machine_key(pd.node(n)), port) for n, port, _ in port_bindings(pd)}
+    assert ours and theirs and ours.isdisjoint(theirs)

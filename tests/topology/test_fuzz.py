@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pdctl.errors import UserError
 from pdctl.topology import Topology, load_topology_text
-from tests.topology.samples import FULL, MINIMAL
+from tests.topology.samples import COLOCATED, FULL, MINIMAL
 
 # A few hundred examples keep this under ~10 s; no example database (nothing written to the tree).
 FUZZ = settings(max_examples=300, deadline=None, database=None,
@@ -19,7 +19,7 @@ FUZZ = settings(max_examples=300, deadline=None, database=None,
 YAML_CHARS = st.sampled_from(
     list(":-[]{}&*!|>'\"#%@,?<=~ \t\n") + list("abcxyz019._") + ["\x00", "é", "\ufeff"]
 )
-BASES = [MINIMAL, FULL]
+BASES = [MINIMAL, FULL, COLOCATED]
 
 
 def loads_or_user_error(text: str) -> Topology | None:
@@ -76,7 +76,7 @@ def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.sampled_from([0, -1, 1, 65536, 10**400]),
     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8),
-    st.sampled_from(["nixl", "gb300", "p0", "d0", "n0", "auto", "nhd", "", "0.5.23", "true"]),
+    st.sampled_from(["nixl", "gb300", "p0", "d0", "n0", "auto", "nhd", "", "0.5.23", "true", "pd", "colocated"]),
 )
 VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
     st.text(max_size=6), inner, max_size=3), max_leaves=6)
@@ -103,6 +103,9 @@ def test_wrong_typed_values(base: str, data: st.DataObject) -> None:
         return
     topo = loads_or_user_error(text)
     if topo is not None:  # valid after the mutation: values must still be sane
+        assert topo.roles() and all(r.name in {"prefill", "decode", "colocated"} for r in topo.roles())
+        assert (topo.colocated is not None) == (topo.mode == "colocated") != (topo.prefill is not None)
+        topo.router_node  # noqa: B018 - resolves (the router node default is always a defined node)
         for role in topo.roles():
             assert role.tp >= 1 and role.pp >= 1 and role.replicas >= 1 and 1 <= role.port <= 65535
         assert topo.eval.parity.tolerance >= 0 and not math.isnan(topo.eval.parity.tolerance)

@@ -102,13 +102,25 @@ def test_schema_is_json_and_covers_every_key() -> None:
     json.loads(json.dumps(schema))
     assert schema["type"] == "object" and schema["$schema"].startswith("https://json-schema.org/")
     assert set(schema["properties"]) == set(TopologyFile.model_fields)
-    assert set(schema["required"]) == {"name", "model", "nodes", "prefill", "decode"}
+    assert set(schema["required"]) == {"name", "model", "nodes"}
+    # which role sections are required depends on mode: pd (default) -> prefill + decode, colocated -> colocated
+    assert schema["if"] == {"properties": {"mode": {"const": "colocated"}}, "required": ["mode"]}
+    assert schema["then"]["required"] == ["colocated"] and schema["else"]["required"] == ["prefill", "decode"]
+    assert schema["then"]["not"] == {"anyOf": [{"required": ["prefill"]}, {"required": ["decode"]}]}
+    assert schema["else"]["not"] == {"anyOf": [{"required": ["colocated"]}]}
+    assert schema["properties"]["mode"]["enum"] == ["pd", "colocated"]
+    assert schema["properties"]["mode"]["default"] == "pd"
+    for section in ("prefill", "decode", "colocated"):  # a mapping when written (null is an error)
+        assert schema["properties"][section]["$ref"].startswith("#/$defs/")
     for name, definition in schema["$defs"].items():
         for key, prop in definition.get("properties", {}).items():
             assert prop.get("description"), f"{name}.{key} has no description"
     decode = schema["$defs"]["DecodeSpec"]["properties"]
     assert set(SERVER_KEYS) <= set(decode) and "default" not in decode["page_size"]
     assert decode["port"]["default"] == 30100
+    colocated = schema["$defs"]["ColocatedSpec"]["properties"]
+    assert set(SERVER_KEYS) <= set(colocated) and "radix_cache" not in colocated
+    assert colocated["port"]["default"] == 30000 and "default" not in colocated["page_size"]
     assert schema["$defs"]["Node"]["properties"]["gpu"]["enum"] == ["gb300", "gb200", "b200", "h200", "h100",
                                                                    "cpu"]
 
