@@ -1,0 +1,294 @@
+"""`pdctl launch / status / logs / down`: option parsing and rendering only (work is in pdctl.launch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pdctl.cli.render import console, err_console, write_json
+
+
+def _out(json_path: str | None):
+    """Human output goes to stderr when the JSON document goes to stdout."""
+    return err_console if json_path == "-" else console
+
+
+@click.command("launch")
+@click.argument("topology", type=click.Path(dir_okay=False))
+@click.option(
+    "--dry-run", is_flag=True, help="Print every command per node and write plan.json; start nothing."
+)
+@click.option(
+    "--run-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Run directory (default ./.pdctl/runs/<name>).",
+)
+@click.option(
+    "--detach", is_flag=True, help="Return once everything is healthy (default: stay; Ctrl-C stops)."
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=600.0,
+    show_default=True,
+    help="Seconds for the whole deployment to become healthy.",
+)
+@click.option("--skip-compat", is_flag=True, help="Launch even if check-compat finds errors.")
+@click.option(
+    "--executor",
+    type=click.Choice(["auto", "slurm"]),
+    default="auto",
+    show_default=True,
+    help="auto: local for nodes without ssh:, ssh for the others; slurm: render an sbatch script.",
+)
+@click.option("--submit", is_flag=True, help="With --executor slurm: submit the script with sbatch.")
+@click.option("--json", "json_path", default=None, help="Write the plan (dry run) or the run state as JSON.")
+def launch(
+    topology: str,
+    dry_run: bool,
+    run_dir: str | None,
+    detach: bool,
+    timeout: float,
+    skip_compat: bool,
+    executor: str,
+    submit: bool,
+    json_path: str | None,
+) -> None:
+    """Start prefill, decode and router from TOPOLOGY, wait until healthy, print the URLs."""
+    from pdctl.errors import UserError
+    from pdctl.launch.planner import render
+    from pdctl.launch.state import RunState
+    from pdctl.runs import default_run_dir
+    from pdctl.topology import load_topology
+
+    out = _out(json_path)
+    topo = load_topology(topology)
+    path = Path(run_dir) if run_dir else default_run_dir(topo.name)
+    if submit and executor != "slurm":
+        raise UserError("--submit only applies to --executor slurm")
+    if dry_run or executor == "slurm":
+        plan = render(topo, startup_timeout_s=int(timeout))
+        plan_file = RunState(path, plan).write_plan(plan)
+        if executor == "slurm" and not dry_run:
+            _slurm(topo, plan, path, timeout, submit, skip_compat, out)
+        else:
+            _print_plan(plan, out)
+            out.print(f"[dim]plan written to {plan_file}[/]")
+        write_json(json_path, plan.to_json())
+        return
+    from pdctl.launch.supervisor import launch_topology
+
+    with _ProgressView() as view:
+
+        def ready(state: dict[str, Any]) -> None:
+            view.stop()
+            _print_ready(state, out, foreground=True)
+
+        state = launch_topology(
+            topo,
+            path,
+            timeout=timeout,
+            skip_compat=skip_compat,
+            detach=detach,
+            progress=view.update,
+            on_ready=ready,
+        )
+    _print_ready(state, out, foreground=False)
+    write_json(json_path, state)
+
+
+def _slurm(
+    topo: Any, plan: Any, path: Path, timeout: float, submit: bool, skip_compat: bool, out: Any
+) -> None:
+    from pdctl.launch.submit import submit_plan, write_script
+    from pdctl.launch.supervisor import check_compat
+
+    if not submit:
+        script = write_script(plan, path, timeout)
+        out.print(f"[dim]# sbatch script: {script} (submit with --submit, or sbatch it yourself)[/]")
+        out.print(script.read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True)
+        return
+    if not skip_compat:
+        check_compat(topo)
+    with _ProgressView() as view:
+        state = submit_plan(plan, path, timeout=timeout, progress=view.update)
+    out.print(f"[bold green]ready[/] — slurm job {state['job_id']}, router {plan.router_url}")
+    out.print(f"  run dir: {state['run_dir']}  (pdctl status | logs | down)", highlight=False)
+
+
+def _print_plan(plan: Any, out: Any) -> None:
+    for node, procs in plan.by_node().items():
+        out.print(f"[bold]# node {node}[/] ({procs[0].host})")
+        for proc in procs:
+            out.print(f"# {proc.name}", style="dim", highlight=False)
+            out.print(proc.command, markup=False, highlight=False, soft_wrap=True)
+        out.print()
+    out.print(f"[bold]router URL:[/] {plan.router_url}")
+    for note in plan.notes:
+        out.print(f"[dim]note: {note}[/]")
+
+
+def _print_ready(state: dict[str, Any], out: Any, *, foreground: bool) -> None:
+    if foreground:
+        out.print(f"[bold green]ready[/] — router {state['router']['url']}  (Ctrl-C stops everything)")
+    else:
+        out.print(f"[bold green]ready[/] — router {state['router']['url']}")
+    for rec in state["processes"]:
+        out.print(
+            f"  {rec['name']:<14} {rec['node']:<10} pid {rec['pid']:<8} {rec.get('url') or ''}",
+            highlight=False,
+        )
+    out.print(f"  run dir: {state['run_dir']}  (pdctl status | logs | down)", highlight=False)
+
+
+class _ProgressView:
+    """A live table, one row per process, while launch waits; on stderr so it never mixes with JSON."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.rows: dict[str, tuple[str, str]] = {}
+        self.live: Any = None
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> _ProgressView:  # noqa: PYI034
+        from rich.live import Live
+
+        self.live = Live(self._table(), console=err_console, refresh_per_second=4, transient=True)
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        with self.lock:
+            if self.live is not None:
+                self.live.__exit__(None, None, None)
+                self.live = None
+
+    def update(self, name: str, phase: str, detail: str) -> None:
+        # called from launch's worker threads too (processes start concurrently)
+        with self.lock:
+            self.rows[name] = (phase, detail)
+            if self.live is not None:
+                self.live.update(self._table())
+
+    def _table(self) -> Any:
+        from rich.spinner import Spinner
+        from rich.table import Table
+
+        colors = {"healthy": "green", "failed": "red", "stopped": "yellow"}
+        table = Table(title="pdctl launch", show_edge=False)
+        for col in ("", "process", "state", "detail"):
+            table.add_column(col)
+        for name, (phase, detail) in list(self.rows.items()):
+            icon: Any = Spinner("dots") if phase in ("starting", "waiting") else ""
+            table.add_row(icon, name, f"[{colors.get(phase, 'cyan')}]{phase}[/]", detail)
+        return table
+
+
+@click.command("status")
+@click.option(
+    "--run-dir", type=click.Path(file_okay=False), default=None, help="Run directory (default: latest)."
+)
+@click.option("--json", "json_path", default=None, help="Write the status document ('-' = stdout).")
+def status(run_dir: str | None, json_path: str | None) -> None:
+    """Health of every process of a run and of the router (exit 1 if any is unhealthy)."""
+    from rich.table import Table
+
+    from pdctl.errors import CheckFailed
+    from pdctl.launch.runstatus import status as run_status
+
+    doc = run_status(run_dir)
+    out = _out(json_path)
+    table = Table(title=f"{doc['topology']} — {doc['run_dir']}")
+    for col in ("process", "node", "pid", "url", "healthy"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("detail", overflow="fold")
+    for p in [*doc["processes"], doc["router"]]:
+        mark = "[green]yes[/]" if p.get("healthy") else "[red]no[/]"
+        table.add_row(
+            p.get("name", "router"),
+            p.get("node", ""),
+            str(p.get("pid")),
+            p.get("url") or "",
+            mark,
+            str(p.get("detail", "")),
+        )
+    out.print(table)
+    write_json(json_path, doc)
+    if not doc["ok"]:
+        if doc.get("state") == "stopped":
+            raise CheckFailed(f"run {doc['run_dir']} was stopped (pdctl down); nothing of it is running")
+        bad = [p.get("name", "router") for p in [*doc["processes"], doc["router"]] if not p.get("healthy")]
+        raise CheckFailed(f"not healthy: {', '.join(bad)}")
+
+
+@click.command("logs")
+@click.argument("process", required=False)
+@click.option(
+    "--run-dir", type=click.Path(file_okay=False), default=None, help="Run directory (default: latest)."
+)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines (one process).")
+@click.option(
+    "--tail", "-n", type=click.IntRange(min=1), default=50, show_default=True, help="Lines to show."
+)
+def logs(process: str | None, run_dir: str | None, follow: bool, tail: int) -> None:
+    """Show the log of PROCESS (ROLE[:REPLICA] or a process name; all when omitted)."""
+    import sys
+
+    from pdctl.errors import UserError
+    from pdctl.launch.logs import follow as follow_log
+    from pdctl.launch.logs import read, records_of
+
+    records = records_of(run_dir, process)
+    if follow:
+        if len(records) != 1:
+            names = ", ".join(r["name"] for r in records)
+            raise UserError(f"--follow needs exactly one process; {process or 'all'} matches {names}")
+        try:
+            for chunk in follow_log(records[0], tail):
+                sys.stdout.write(chunk)
+                sys.stdout.flush()
+        except KeyboardInterrupt:
+            return
+        return
+    for record in records:
+        if len(records) > 1:
+            console.print(
+                f"[bold]==> {record['name']} ({record['node']}) {record['log']} <==[/]", highlight=False
+            )
+        text = read(record, tail)
+        if text:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+
+
+@click.command("down")
+@click.option(
+    "--run-dir", type=click.Path(file_okay=False), default=None, help="Run directory (default: latest)."
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds between SIGTERM and SIGKILL.",
+)
+def down(run_dir: str | None, grace: float) -> None:
+    """Stop every process of a run: SIGTERM to each process group, SIGKILL after the grace period."""
+    from pdctl.errors import CheckFailed
+    from pdctl.launch.shutdown import teardown
+
+    outcome = teardown(run_dir, grace_s=grace)
+    for name, what in outcome.items():
+        console.print(f"  {name:<16} {what}", highlight=False)
+    if not outcome:
+        console.print("nothing was running")
+    left = [n for n, w in outcome.items() if w == "still running"]
+    if left:
+        raise CheckFailed(f"still running after SIGKILL: {', '.join(left)}")

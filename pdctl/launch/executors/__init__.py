@@ -1,0 +1,73 @@
+"""Executors: how a rendered process is started, checked, signalled and read, on some node.
+
+One small protocol (`Executor`) with three implementations: `local` (subprocesses in their own process
+groups), `ssh` (the system ssh client), `slurm` (an sbatch script; see slurm.py, which works on a whole plan
+rather than per process). Every method after `start` works from the process's state.json record alone, so
+`pdctl status/logs/down` work from a fresh pdctl process, even after the launching one was killed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from pdctl.errors import UserError
+from pdctl.launch.plan import ProcessSpec
+
+
+class Executor(Protocol):
+    """Start and control processes on one kind of node."""
+
+    kind: str
+
+    def start(self, proc: ProcessSpec, log: str) -> dict[str, Any]:
+        """Start PROC with stdout+stderr to LOG (a path on the node); returns its state record fields
+        (pid, pgid, executor, ...)."""
+        ...
+
+    def exit_code(self, record: dict[str, Any]) -> int | None:
+        """None while the process group leader runs; its exit code (or -1 if unknown) once it has exited."""
+        ...
+
+    def group_alive(self, record: dict[str, Any]) -> bool:
+        """Whether any process of the record's process group is still running (zombies excluded)."""
+        ...
+
+    def signal_group(self, record: dict[str, Any], sig: int) -> None:
+        """Send SIG to the whole process group; a group that is gone is not an error."""
+        ...
+
+    def stop(self, record: dict[str, Any], grace_s: float) -> str:
+        """SIGTERM the group, SIGKILL it if it outlives GRACE_S; 'stopped' | 'killed' | 'not running' |
+        'still running' (one round trip per process on remote nodes)."""
+        ...
+
+    def read_log(self, record: dict[str, Any], tail: int) -> str:
+        """The last TAIL lines of the process's log ('' if there is none yet)."""
+        ...
+
+    def follow_log(self, record: dict[str, Any], tail: int) -> Iterator[str]:
+        """The last TAIL lines, then new lines as they are written (until interrupted)."""
+        ...
+
+
+def executor_for(record: dict[str, Any] | ProcessSpec) -> Executor:
+    """The executor of a process: its record's `executor`, or for a ProcessSpec, ssh iff its node has ssh."""
+    from pdctl.launch.executors.local import LocalExecutor
+    from pdctl.launch.executors.ssh import SSHExecutor
+
+    if isinstance(record, ProcessSpec):
+        return SSHExecutor(record.host, record.ssh) if record.ssh is not None else LocalExecutor()
+    kind = record.get("executor", "local")
+    if kind == "local":
+        return LocalExecutor()
+    if kind == "ssh":
+        return SSHExecutor(record["host"], record.get("ssh") or {})
+    if kind == "slurm":
+        from pdctl.launch.executors.slurm import SlurmExecutor
+
+        return SlurmExecutor()
+    raise UserError(f"process {record.get('name')!r} has executor {kind!r}, which pdctl cannot control here")
+
+
+__all__ = ["Executor", "executor_for"]

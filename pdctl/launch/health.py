@@ -1,0 +1,65 @@
+"""HTTP health probes of workers (GET /health) and of the router (GET /readiness, GET /workers).
+
+sglang_router 0.3.2 answers /readiness with 200 only once it has healthy workers ("insufficient healthy
+workers" 503 before); /workers lists the workers it registered, so launch can wait for all of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import requests
+
+PROBE_TIMEOUT_S = 3.0
+
+
+def probe(url: str, *, timeout: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
+    """(ok, what) for GET URL: ok iff HTTP 200; `what` says why not, for progress views and errors."""
+    try:
+        response = requests.get(url, timeout=timeout)
+    except requests.RequestException as exc:
+        reason = type(exc).__name__
+        if isinstance(exc, requests.ConnectionError):
+            reason = "connection refused"
+        return False, reason
+    if response.status_code == 200:
+        return True, "HTTP 200"
+    return False, f"HTTP {response.status_code} {response.text.strip()[:120]}"
+
+
+def router_workers(router_url: str, *, timeout: float = PROBE_TIMEOUT_S) -> list[dict[str, Any]] | None:
+    """The workers the router knows (GET /workers), or None if it does not answer."""
+    try:
+        response = requests.get(router_url.rstrip("/") + "/workers", timeout=timeout)
+        if response.status_code != 200:
+            return None
+        doc = response.json()
+    except (requests.RequestException, ValueError):
+        return None
+    workers = doc.get("workers") if isinstance(doc, dict) else doc
+    return workers if isinstance(workers, list) else None
+
+
+def worker_is_healthy(worker: dict[str, Any]) -> bool:
+    """A /workers entry counts as healthy unless it says otherwise (field names vary across versions)."""
+    for key in ("is_healthy", "healthy"):
+        if key in worker:
+            return bool(worker[key])
+    status = worker.get("status") or worker.get("health")
+    if isinstance(status, str):
+        return status.lower() in {"healthy", "ready", "ok", "up"}
+    return True
+
+
+def router_ready(router_url: str, expected_workers: int) -> tuple[bool, str]:
+    """(ok, what): /readiness answers 200 and /workers lists EXPECTED_WORKERS healthy workers."""
+    ok, what = probe(router_url.rstrip("/") + "/readiness")
+    if not ok:
+        return False, f"/readiness: {what}"
+    workers = router_workers(router_url)
+    if workers is None:
+        return True, "ready"
+    healthy = sum(1 for w in workers if worker_is_healthy(w))
+    if healthy < expected_workers:
+        return False, f"{healthy}/{expected_workers} workers healthy"
+    return True, f"{healthy}/{expected_workers} workers healthy"

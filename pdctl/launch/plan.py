@@ -1,0 +1,119 @@
+"""The launch plan: every process of a deployment as data (argv + env per node), before anything runs.
+
+Rendering (pure) is separated from executing (side effects) so that `pdctl launch --dry-run`, the slurm
+script and the real launch all start exactly the same commands, and tests can check commands without
+starting them.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """One process on one node: a role replica's node rank, or the router.
+
+    `url` is set on the process that serves HTTP (node rank 0 of a replica, the router); other node ranks of
+    a multi-node replica have none and are healthy while alive.
+    """
+
+    name: str  # "prefill-0", "decode-1", "prefill-0-n1" (node rank 1), "router"
+    role: str  # "prefill" | "decode" | "router"
+    replica: int
+    node: str
+    host: str  # address of the node (what other nodes and the router use)
+    node_rank: int
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    url: str | None = None  # http://host:port for clients (None on node ranks > 0)
+    health_path: str | None = None  # "/health" for workers, "/readiness" for the router
+    bind_host: str | None = None  # where it binds its ports (port pre-check)
+    ports: list[int] = field(default_factory=list)  # ports it binds on its node
+    ssh: dict[str, Any] | None = None  # SSHConfig as a dict when the node is remote
+
+    @property
+    def command(self) -> str:
+        """A copy-pasteable shell line: `env K=V ... argv` (every value shell-quoted)."""
+        prefix = [f"{k}={v}" for k, v in self.env.items()]
+        return shlex.join((["env", *prefix] if prefix else []) + list(self.argv))
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["command"] = self.command
+        return doc
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """All processes of a deployment: workers (prefill first, then decode) and the router."""
+
+    topology: str
+    engine: str
+    workers: list[ProcessSpec]
+    router: ProcessSpec
+    router_url: str
+    notes: list[str] = field(default_factory=list)
+
+    def processes(self) -> list[ProcessSpec]:
+        """Workers then the router: the start order."""
+        return [*self.workers, self.router]
+
+    def by_node(self) -> dict[str, list[ProcessSpec]]:
+        """Processes grouped per node, in start order (what --dry-run prints)."""
+        out: dict[str, list[ProcessSpec]] = {}
+        for proc in self.processes():
+            out.setdefault(proc.node, []).append(proc)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan.json document."""
+        return {
+            "topology": self.topology,
+            "engine": self.engine,
+            "router_url": self.router_url,
+            "nodes": {node: [p.name for p in procs] for node, procs in self.by_node().items()},
+            "processes": [p.to_json() for p in self.workers],
+            "router": self.router.to_json(),
+            "notes": list(self.notes),
+        }
+
+
+def flag_args(args: dict[str, Any]) -> list[str]:
+    """Pass-through flags (`args:` of the topology) as argv: true = bare flag, false/null = omitted,
+    a list = the flag followed by each value (SGLang's nargs='+' flags)."""
+    out: list[str] = []
+    for name, value in args.items():
+        flag = "--" + str(name).lstrip("-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            out.append(flag)
+        elif isinstance(value, (list, tuple)):
+            out.append(flag)
+            out.extend(_text(v) for v in value)
+        else:
+            out += [flag, _text(value)]
+    return out
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def merge_flags(base: list[str], passthrough: dict[str, Any]) -> list[str]:
+    """BASE argv with the pass-through flags appended; a pass-through flag that pdctl already renders
+    replaces pdctl's value (the user's explicit `args:` win), instead of giving SGLang the flag twice."""
+    override = {"--" + str(k).lstrip("-") for k in passthrough}
+    out: list[str] = []
+    skipping = False
+    for item in base:
+        if item.startswith("--"):
+            skipping = item in override
+        if not skipping:
+            out.append(item)
+    return out + flag_args(passthrough)

@@ -1,0 +1,37 @@
+"""render(topo) -> LaunchPlan: every command of a deployment, for the engine the topology names."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pdctl.launch.plan import LaunchPlan, ProcessSpec
+from pdctl.launch.render_reference import render_reference_replica
+from pdctl.launch.render_router import render_router
+from pdctl.launch.render_sglang import render_sglang_replica
+from pdctl.topology.placement import place
+
+if TYPE_CHECKING:
+    from pdctl.topology import Topology
+
+
+def render(topo: Topology, *, prometheus_port: int | None = None, startup_timeout_s: int = 600) -> LaunchPlan:
+    """The launch plan of TOPO: per replica per node the exact argv + env, then the router."""
+    placements = place(topo)
+    render_replica = render_reference_replica if topo.engine.kind == "reference" else render_sglang_replica
+    workers: list[ProcessSpec] = []
+    for placement in placements:
+        workers += render_replica(topo, topo.role(placement.role), placement)
+    router = render_router(
+        topo, placements, prometheus_port=prometheus_port, startup_timeout_s=startup_timeout_s
+    )
+    notes = []
+    if any(p.nnodes > 1 for p in placements):
+        notes.append("multi-node replicas: start every node rank; only node rank 0 serves HTTP")
+    return LaunchPlan(
+        topology=topo.name,
+        engine=topo.engine.kind,
+        workers=workers,
+        router=router,
+        router_url=router.url or "",
+        notes=notes,
+    )

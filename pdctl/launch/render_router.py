@@ -1,0 +1,86 @@
+"""The router command: sglang_router (0.3.x) in PD mode in front of every prefill and decode replica."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from typing import TYPE_CHECKING
+
+from pdctl.launch.plan import ProcessSpec, merge_flags
+from pdctl.topology.placement import host_for_url
+
+if TYPE_CHECKING:
+    from pdctl.topology import Topology
+    from pdctl.topology.placement import ReplicaPlacement
+
+# A short grace period: `pdctl down` should not wait minutes for in-flight requests of a test deployment.
+SHUTDOWN_GRACE_SECS = 5
+_WILDCARD = {"0.0.0.0", "::", ""}
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free right now on this machine. sglang_router refuses --prometheus-port 0, and its default
+    (29000) would clash between two deployments on one machine."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host if host not in _WILDCARD else "0.0.0.0", 0))
+        return int(s.getsockname()[1])
+
+
+def router_url(topo: Topology) -> str:
+    """Where clients reach the router: its node's host when it binds a wildcard address."""
+    host = topo.router.host
+    if host in _WILDCARD:
+        host = topo.router_node.host
+    return f"http://{host_for_url(host)}:{topo.router.port}"
+
+
+def render_router(
+    topo: Topology,
+    placements: list[ReplicaPlacement],
+    *,
+    prometheus_port: int | None = None,
+    startup_timeout_s: int = 600,
+) -> ProcessSpec:
+    """`python -m sglang_router.launch_router --pd-disaggregation --prefill URL BOOTSTRAP ... --decode URL`.
+
+    The router's own worker-startup timeout is set to launch's timeout, so a router started by pdctl gives
+    up on a worker no earlier than pdctl does."""
+    node = topo.router_node
+    python = topo.engine.python
+    if node.ssh is None and python in {"python", "python3"}:
+        python = sys.executable
+    argv = [python, "-m", "sglang_router.launch_router", "--pd-disaggregation"]
+    for p in placements:
+        if p.role == "prefill":
+            argv += ["--prefill", p.url, str(p.bootstrap_port)]
+    for p in placements:
+        if p.role == "decode":
+            argv += ["--decode", p.url]
+    argv += ["--host", topo.router.host, "--port", str(topo.router.port)]
+    if topo.router.policy:
+        argv += ["--policy", topo.router.policy]
+    prom = prometheus_port if prometheus_port is not None else free_port()
+    argv += [
+        "--prometheus-port",
+        str(prom),
+        "--shutdown-grace-period-secs",
+        str(SHUTDOWN_GRACE_SECS),
+        "--worker-startup-timeout-secs",
+        str(max(1, int(startup_timeout_s))),
+    ]
+    argv = merge_flags(argv, topo.router.args)
+    return ProcessSpec(
+        name="router",
+        role="router",
+        replica=0,
+        node=node.name,
+        host=node.host,
+        node_rank=0,
+        argv=argv,
+        env=dict(topo.engine.env),
+        url=router_url(topo),
+        health_path="/readiness",
+        bind_host=topo.router.host,
+        ports=[topo.router.port, prom],
+        ssh=node.ssh.model_dump() if node.ssh is not None else None,
+    )

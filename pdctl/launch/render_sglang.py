@@ -1,0 +1,172 @@
+"""SGLang worker commands: one `python -m sglang.launch_server` per replica per node (SGLang 0.5.23 flags).
+
+Every flag name here is SGLang 0.5.23's own (`ServerArgs.add_cli_args`); tests/launch checks each rendered
+command of every configs/*.yaml against that parser's flag list, so a renamed flag fails a test instead of a
+cluster launch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pdctl.launch.plan import ProcessSpec, merge_flags
+
+if TYPE_CHECKING:
+    from pdctl.topology import Node, RoleConfig, Topology
+    from pdctl.topology.placement import NodeSlot, ReplicaPlacement
+
+# Versions before this one spell attention DP `--dp-size N --enable-dp-attention`; 0.5.23 deprecates that
+# spelling (removal announced) in favour of `--attn-dp-size N`.
+ATTN_DP_SIZE_SINCE = (0, 5, 23)
+
+
+def version_tuple(version: str | None) -> tuple[int, ...] | None:
+    """'0.5.23' -> (0, 5, 23); None or unparsable -> None (= the version pdctl targets)."""
+    if not version:
+        return None
+    parts: list[int] = []
+    for piece in version.split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts) or None
+
+
+def transfer_backend_name(topo: Topology) -> str:
+    """SGLang's backend name: mooncake over TCP is its own name, `mooncake_tcp` (SGLang then sets
+    MC_FORCE_TCP=1 itself and ignores the IB device); nixl picks its transport through UCX."""
+    if topo.transfer.backend == "mooncake" and topo.transfer.protocol == "tcp":
+        return "mooncake_tcp"
+    return topo.transfer.backend
+
+
+def ib_device(topo: Topology, node: Node) -> str | None:
+    """--disaggregation-ib-device: transfer.ib_device, else the node's ib_devices (comma-separated);
+    none for TCP, where SGLang would ignore it."""
+    if topo.transfer.protocol == "tcp":
+        return None
+    if topo.transfer.ib_device:
+        return topo.transfer.ib_device
+    return ",".join(node.ib_devices) if node.ib_devices else None
+
+
+def model_path(topo: Topology) -> str:
+    """Absolute path for a local model directory (processes may run in another directory or on another
+    node), else the HF repo id as written. A path spelled like a path (./x, ../x, /x, ~/x, .pdctl/x) is made
+    absolute even if it does not exist yet, e.g. a checkpoint created after a dry run."""
+    local = topo.model.local_path()
+    if local is not None:
+        return str(local)
+    path = topo.model.path
+    if path.startswith((".", "/", "~")):
+        return str(Path(path).expanduser().resolve())
+    return path
+
+
+def worker_env(topo: Topology, slot: NodeSlot) -> tuple[dict[str, str], bool]:
+    """(environment, uses_base_gpu_id). If the user pinned CUDA_VISIBLE_DEVICES in engine.env, the slot's
+    GPUs are selected from that list (and --base-gpu-id is not used, as indices are then relative);
+    otherwise SGLang's --base-gpu-id selects them."""
+    env = dict(topo.engine.env)
+    if topo.transfer.staging_buffer:
+        env["SGLANG_DISAGG_STAGING_BUFFER"] = "1"
+    pinned = env.get("CUDA_VISIBLE_DEVICES")
+    if pinned:
+        devices = [d.strip() for d in pinned.split(",") if d.strip()]
+        chosen = devices[slot.base_gpu_id : slot.base_gpu_id + slot.num_gpus]
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
+        return env, False
+    return env, True
+
+
+def _parallel_flags(topo: Topology, role: RoleConfig) -> list[str]:
+    flags = ["--tp-size", str(role.tp), "--pp-size", str(role.pp)]
+    if not role.enable_dp_attention:
+        return flags + ["--dp-size", str(role.dp)]
+    version = version_tuple(topo.engine.version)
+    if version is not None and version < ATTN_DP_SIZE_SINCE:
+        return flags + ["--dp-size", str(role.dp), "--enable-dp-attention"]
+    # 0.5.23: `--dp-size N --enable-dp-attention` resolves to attn_dp_size = N, dp_size = 1.
+    return flags + ["--dp-size", "1", "--attn-dp-size", str(role.dp)]
+
+
+def _optional(flag: str, value: object) -> list[str]:
+    return [] if value is None else [flag, str(value)]
+
+
+def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPlacement) -> list[ProcessSpec]:
+    """The processes of one replica: one per node slot (node rank), all with the same flags except
+    --node-rank / --base-gpu-id; only node rank 0 serves HTTP."""
+    procs: list[ProcessSpec] = []
+    for slot in placement.slots:
+        node = topo.node(slot.node)
+        env, use_base = worker_env(topo, slot)
+        argv = [topo.engine.python, "-m", "sglang.launch_server", "--model-path", model_path(topo)]
+        argv += _optional("--revision", topo.model.revision)
+        argv += [
+            "--disaggregation-mode",
+            role.name,
+            "--disaggregation-transfer-backend",
+            transfer_backend_name(topo),
+            "--disaggregation-bootstrap-port",
+            str(placement.bootstrap_port),
+        ]
+        argv += _optional("--disaggregation-ib-device", ib_device(topo, node))
+        argv += _parallel_flags(topo, role)
+        argv += ["--page-size", str(role.page_size), "--kv-cache-dtype", role.kv_cache_dtype]
+        if not role.hybrid_swa_memory:
+            argv.append("--disable-hybrid-swa-memory")
+        if role.unified_memory:
+            argv.append("--enable-unified-memory")
+        if role.name == "decode" and role.radix_cache:
+            argv.append("--disaggregation-decode-enable-radix-cache")
+        argv += _optional("--attention-backend", role.attention_backend)
+        argv += _optional("--chunked-prefill-size", role.chunked_prefill_size)
+        argv += _optional("--context-length", role.context_length)
+        argv += _optional("--max-total-tokens", role.max_total_tokens)
+        argv += _optional("--mem-fraction-static", role.mem_fraction_static)
+        argv += _optional("--random-seed", role.random_seed)
+        argv += ["--host", node.host, "--port", str(placement.http_port)]
+        if placement.nnodes > 1:
+            argv += [
+                "--nnodes",
+                str(placement.nnodes),
+                "--node-rank",
+                str(slot.node_rank),
+                "--dist-init-addr",
+                str(placement.dist_init_addr),
+            ]
+        if use_base and slot.base_gpu_id:
+            argv += ["--base-gpu-id", str(slot.base_gpu_id)]
+        argv = merge_flags(argv, role.args)
+        head = slot.node_rank == 0
+        ports = [placement.http_port] if head else []
+        if head and role.name == "prefill":
+            ports.append(placement.bootstrap_port)
+        if head and placement.dist_init_addr:
+            ports.append(int(placement.dist_init_addr.rsplit(":", 1)[1]))
+        procs.append(
+            ProcessSpec(
+                name=process_name(role.name, placement.replica, slot.node_rank),
+                role=role.name,
+                replica=placement.replica,
+                node=node.name,
+                host=node.host,
+                node_rank=slot.node_rank,
+                argv=argv,
+                env=env,
+                url=placement.url if head else None,
+                health_path="/health" if head else None,
+                bind_host=node.host,
+                ports=ports,
+                ssh=node.ssh.model_dump() if node.ssh is not None else None,
+            )
+        )
+    return procs
+
+
+def process_name(role: str, replica: int, node_rank: int = 0) -> str:
+    """'prefill-0', or 'prefill-0-n1' for node rank 1 of a multi-node replica (also the log file stem)."""
+    return f"{role}-{replica}" + (f"-n{node_rank}" if node_rank else "")

@@ -1,0 +1,122 @@
+"""The run directory of a launch: plan.json, state.json, logs/<process>.log.
+
+state.json is rewritten after every process start (atomically), so that whatever happens to pdctl, the
+pids and process groups of everything it started are on disk for `pdctl down`.
+Keys (ARCHITECTURE.md): topology, run_dir, processes [{role, replica, node, pid, pgid, url, log, executor}],
+router {url, pid, pgid, log}; plus name, host, node_rank, start_time, ssh per process, status, launched_at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from pdctl.launch.plan import LaunchPlan, ProcessSpec
+from pdctl.runs import PLAN_FILE, STATE_FILE
+
+
+def log_path(run_dir: Path, proc: ProcessSpec) -> str:
+    """Absolute log path of PROC: the same path on whichever node runs it."""
+    return str((run_dir / "logs" / f"{proc.name}.log").resolve())
+
+
+def public(record: dict[str, Any]) -> dict[str, Any]:
+    """A record without in-memory fields (Popen handles are kept under '_' keys)."""
+    return {k: v for k, v in record.items() if not k.startswith("_")}
+
+
+def new_record(proc: ProcessSpec, run_dir: Path) -> dict[str, Any]:
+    """The state record of PROC before it starts (pid/pgid are filled in by the executor)."""
+    return {
+        "name": proc.name,
+        "role": proc.role,
+        "replica": proc.replica,
+        "node": proc.node,
+        "host": proc.host,
+        "node_rank": proc.node_rank,
+        "url": proc.url,
+        "health_path": proc.health_path,
+        "log": log_path(run_dir, proc),
+        "executor": "ssh" if proc.ssh is not None else "local",
+        "ssh": proc.ssh,
+        "pid": None,
+        "pgid": None,
+        "start_time": None,
+    }
+
+
+class RunState:
+    """The live state of one run, saved to <run_dir>/state.json on every change."""
+
+    def __init__(self, run_dir: Path, plan: LaunchPlan) -> None:
+        self.run_dir = Path(run_dir)
+        self.doc: dict[str, Any] = {
+            "topology": plan.topology,
+            "run_dir": str(self.run_dir.resolve()),
+            "engine": plan.engine,
+            "status": "starting",
+            "launched_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "router_url": plan.router_url,
+            "processes": [],
+            "router": {"url": plan.router_url},
+        }
+
+    def write_plan(self, plan: LaunchPlan) -> Path:
+        """Write plan.json (the rendered commands) next to the state."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        path = self.run_dir / PLAN_FILE
+        path.write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
+        return path
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Record a started process (the router goes under `router`)."""
+        if record["role"] == "router":
+            self.doc["router"] = record
+        else:
+            self.doc["processes"].append(record)
+        self.save()
+
+    def set_status(self, status: str) -> None:
+        self.doc["status"] = status
+        self.save()
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every started process, workers first then the router."""
+        out = list(self.doc["processes"])
+        if self.doc["router"].get("pid") is not None:
+            out.append(self.doc["router"])
+        return out
+
+    def save(self) -> None:
+        write_state(self.run_dir, self.document())
+
+    def document(self) -> dict[str, Any]:
+        doc = dict(self.doc)
+        doc["processes"] = [public(r) for r in self.doc["processes"]]
+        doc["router"] = public(self.doc["router"])
+        return doc
+
+
+def write_state(run_dir: Path, doc: dict[str, Any]) -> None:
+    """Atomically replace <run_dir>/state.json (a reader never sees half a file)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = run_dir / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, run_dir / STATE_FILE)
+
+
+def started(record: dict[str, Any]) -> bool:
+    """Whether a record is of a process that was started (has a pid, or belongs to a submitted job)."""
+    return record.get("pid") is not None or record.get("job_id") is not None
+
+
+def all_records(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """Workers then the router, from a state document (only processes that were started)."""
+    out = [r for r in state.get("processes", []) if started(r)]
+    router = state.get("router") or {}
+    if started(router):
+        out.append(router)
+    return out

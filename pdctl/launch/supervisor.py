@@ -1,0 +1,303 @@
+"""The launch sequence: check-compat, start workers, wait healthy, start the router, wait until it routes.
+
+Any failure (a process exits, a port is taken, the timeout passes, Ctrl-C) stops everything this launch
+started before the error propagates, so a failed launch never leaves servers behind; the error names the
+failing process and carries the tail of its log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from pdctl.errors import CheckFailed, UserError
+from pdctl.launch.executors import executor_for
+from pdctl.launch.health import probe, router_ready
+from pdctl.launch.plan import LaunchPlan, ProcessSpec
+from pdctl.launch.planner import render
+from pdctl.launch.shutdown import stop_records
+from pdctl.launch.state import RunState, new_record
+from pdctl.runs import default_run_dir, remember_latest
+
+# progress(name, phase, detail): phase in starting | waiting | healthy | failed | stopped
+Progress = Callable[[str, str, str], None]
+POLL_S = 0.5
+LOG_TAIL_LINES = 30
+
+
+def _quiet(name: str, phase: str, detail: str) -> None:
+    return None
+
+
+def check_compat(topo: Any) -> list[Any]:
+    """Run check-compat; raise CheckFailed listing the errors (launch refuses what SGLang would reject)."""
+    from pdctl.compat import evaluate
+    from pdctl.models import resolve_model_spec
+
+    spec = resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
+    findings = list(evaluate(topo, spec))
+    errors = [f for f in findings if getattr(f, "severity", None) == "error" and not getattr(f, "ok", True)]
+    if errors:
+        lines = [f"- {f.rule}: {f.message}" + (f" (fix: {f.fix})" if f.fix else "") for f in errors]
+        raise CheckFailed(
+            f"topology {topo.name} is not compatible ({len(errors)} error(s)); "
+            f"not launching (--skip-compat to override)",
+            detail="\n".join(lines),
+        )
+    return findings
+
+
+def _port_taken(host: str, port: int) -> bool:
+    """True if something listens on HOST:PORT here (bind with SO_REUSEADDR, as servers do, so sockets
+    in TIME_WAIT from an earlier run do not count)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def precheck_ports(plan: LaunchPlan) -> None:
+    """Fail before starting anything if a local process's port is already in use: otherwise a health
+    probe could be answered by whatever holds the port, and the failure would surface late and vaguely."""
+    for proc in plan.processes():
+        if proc.ssh is not None or not proc.bind_host:
+            continue
+        for port in proc.ports:
+            try:
+                taken = _port_taken(proc.bind_host, port)
+            except (socket.gaierror, UnicodeError) as exc:
+                raise UserError(f"{proc.name}: cannot bind to host {proc.bind_host!r}: {exc}") from exc
+            if taken:
+                raise CheckFailed(
+                    f"{proc.name} (node {proc.node}) cannot start: port {port} on "
+                    f"{proc.bind_host} is already in use; nothing was started",
+                    detail=f"free the port or change it in the topology; command: {proc.command}",
+                )
+
+
+def log_tail(record: dict[str, Any], lines: int = LOG_TAIL_LINES) -> str:
+    """The tail of a process's log, labelled, for error messages."""
+    try:
+        text = executor_for(record).read_log(record, lines)
+    except Exception as exc:  # noqa: BLE001 -- a log we cannot read must not hide the original failure
+        text = f"(could not read the log: {exc})"
+    return f"--- last {lines} lines of {record['log']} ---\n{text or '(empty)'}"
+
+
+class Launch:
+    """One launch in progress: what was started, and the state file that records it."""
+
+    def __init__(self, plan: LaunchPlan, run_dir: Path, progress: Progress) -> None:
+        self.plan = plan
+        self.run_dir = run_dir
+        self.progress = progress
+        self.state = RunState(run_dir, plan)
+        self.lock = threading.Lock()
+
+    def start(self, proc: ProcessSpec) -> dict[str, Any]:
+        record = new_record(proc, self.run_dir)
+        self.progress(proc.name, "starting", proc.node)
+        record.update(executor_for(proc).start(proc, record["log"]))
+        with self.lock:
+            self.state.add(record)  # on disk at once: `pdctl down` can find it whatever happens next
+        return record
+
+    def start_all(self, procs: list[ProcessSpec]) -> list[dict[str, Any]]:
+        """Start PROCS concurrently (remote starts are ssh round trips); records come back in plan order."""
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(procs)))) as pool:
+            futures = [pool.submit(self.start, proc) for proc in procs]
+        records = [f.result() for f in futures]  # re-raises the first start failure
+        order = {proc.name: i for i, proc in enumerate(self.plan.processes())}
+        with self.lock:
+            self.state.doc["processes"].sort(key=lambda r: order.get(r["name"], len(order)))
+            self.state.save()
+        return records
+
+    def fail_if_exited(self, record: dict[str, Any], what: str) -> None:
+        code = executor_for(record).exit_code(record)
+        if code is not None:
+            self.fail_exited(record, code, what)
+
+    def fail_exited(self, record: dict[str, Any], code: int, what: str) -> None:
+        self.progress(record["name"], "failed", f"exited ({code})")
+        how = f"exited with code {code}" if code != -1 else "exited"
+        raise CheckFailed(f"{record['name']} on node {record['node']} {how} {what}", detail=log_tail(record))
+
+    def wait_healthy(
+        self,
+        records: list[dict[str, Any]],
+        deadline: float,
+        started: float,
+        check: Callable[[dict[str, Any]], tuple[bool, str]],
+    ) -> None:
+        """Poll until CHECK passes for every record; fail on an exit or at DEADLINE."""
+        pending = list(records)
+        last: dict[str, str] = {}
+
+        def poll(record: dict[str, Any]) -> tuple[bool, str, int | None]:
+            code = executor_for(record).exit_code(record)
+            if code is not None:
+                return False, "exited", code
+            return (*check(record), None)
+
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(records)))) as pool:
+            while pending:
+                results = list(pool.map(poll, pending))
+                elapsed = time.monotonic() - started
+                for record, (ok, what, code) in zip(list(pending), results):
+                    if code is not None:
+                        self.fail_exited(record, code, "before it was healthy")
+                    last[record["name"]] = what
+                    if ok:
+                        pending.remove(record)
+                        self.progress(record["name"], "healthy", f"{elapsed:.0f}s")
+                    else:
+                        self.progress(record["name"], "waiting", f"{what} ({elapsed:.0f}s)")
+                if not pending:
+                    return
+                if time.monotonic() >= deadline:
+                    record = pending[0]
+                    self.progress(record["name"], "failed", "timeout")
+                    raise CheckFailed(
+                        f"{record['name']} on node {record['node']} was not healthy within the timeout "
+                        f"({deadline - started:.0f}s; last probe: {last.get(record['name'])})",
+                        detail=log_tail(record),
+                    )
+                time.sleep(POLL_S)
+
+    def run(self, timeout: float) -> None:
+        started = time.monotonic()
+        deadline = started + timeout
+        workers = self.start_all(self.plan.workers)
+        self.wait_healthy(
+            workers,
+            deadline,
+            started,
+            lambda r: probe(r["url"] + r["health_path"]) if r.get("url") else (True, "running"),
+        )
+        router = self.start(self.plan.router)
+        expected = sum(1 for r in workers if r.get("url"))
+        self.wait_healthy([router], deadline, started, lambda r: router_ready(r["url"], expected))
+
+
+def _resolve_plan(topo: Any, timeout: float) -> LaunchPlan:
+    return render(topo, startup_timeout_s=int(timeout))
+
+
+def refuse_running(run_dir: Path) -> None:
+    """Refuse to launch into a run dir whose previous deployment still runs: its state.json is the only
+    record of those processes, and overwriting it would orphan them."""
+    from pdctl.launch.state import all_records
+    from pdctl.runs import STATE_FILE, read_state
+
+    if not (run_dir / STATE_FILE).exists():
+        return
+    try:
+        records = all_records(read_state(run_dir))
+    except UserError:
+        return
+    running = [r["name"] for r in records if executor_for(r).group_alive(r)]
+    if running:
+        raise UserError(
+            f"{run_dir} holds a deployment that is still running ({', '.join(running)}); "
+            f"`pdctl down --run-dir {run_dir}` first, or launch with another --run-dir"
+        )
+
+
+def launch_topology(
+    topo: Any,
+    run_dir: str | Path | None = None,
+    *,
+    timeout: float = 600.0,
+    skip_compat: bool = False,
+    detach: bool = True,
+    progress: Progress | None = None,
+    on_ready: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Launch TOPO and return its state document once the router routes to every worker.
+
+    With detach=False, stay and watch the processes after that (calling ON_READY with the state first):
+    Ctrl-C / SIGTERM / a process exiting tears everything down. On any failure everything started is
+    stopped and CheckFailed (exit 1) names the failing process with its log tail."""
+    progress = progress or _quiet
+    if not skip_compat:
+        check_compat(topo)
+    plan = _resolve_plan(topo, timeout)
+    path = Path(run_dir) if run_dir is not None else default_run_dir(topo.name)
+    refuse_running(path)
+    launch = Launch(plan, path, progress)
+    launch.state.write_plan(plan)
+    launch.state.save()
+    remember_latest(path)
+    restore = _signals_to_interrupt() if not detach else None
+    try:
+        precheck_ports(plan)
+        launch.run(timeout)
+        launch.state.set_status("running")
+        if detach:
+            return launch.state.document()
+        if on_ready is not None:
+            on_ready(launch.state.document())
+        _watch(launch)
+        return launch.state.document()  # not reached: _watch only ends by raising
+    except BaseException as exc:
+        with _no_interrupts():  # a second Ctrl-C must not cut the teardown short and leave orphans
+            stop_records(launch.state.records())
+        for record in launch.state.records():
+            progress(record["name"], "stopped", "")
+        launch.state.set_status("stopped" if isinstance(exc, KeyboardInterrupt) else "failed")
+        raise
+    finally:
+        if restore is not None:
+            restore()
+
+
+def _watch(launch: Launch) -> None:
+    """Foreground mode: poll until a process exits (CheckFailed) or the user interrupts."""
+    while True:
+        for record in launch.state.records():
+            launch.fail_if_exited(record, "while serving")
+        time.sleep(1.0)
+
+
+@contextlib.contextmanager
+def _no_interrupts() -> Iterator[None]:
+    """Ignore SIGINT/SIGTERM/SIGHUP for the duration (main thread only; elsewhere signals cannot land)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in sigs}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _signals_to_interrupt() -> Callable[[], None] | None:
+    """Make SIGTERM/SIGHUP behave like Ctrl-C in foreground mode, so they tear down too."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore

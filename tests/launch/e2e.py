@@ -1,0 +1,58 @@
+"""Shared steps of the end-to-end launch tests: one real deployment per test module."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+PD_MISSING = importlib.util.find_spec("pdctl.reference.pd") is None
+needs_pd = pytest.mark.skipif(
+    PD_MISSING, reason="the reference engine's PD roles (pdctl.reference.pd) are not in this tree yet"
+)
+
+
+def pdctl(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run the real CLI in a subprocess (exit codes and output as a user sees them)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pdctl", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
+
+
+def wait_state(run_dir: Path, status: str, timeout: float, proc: subprocess.Popen | None = None) -> dict:
+    """Wait until the run's state.json says STATUS (fail early if PROC, the launcher, exits)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        path = run_dir / "state.json"
+        if path.exists():
+            state = json.loads(path.read_text())
+            if state.get("status") == status:
+                return state
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(
+                f"launcher exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}"
+            )
+        time.sleep(0.2)
+    raise AssertionError(f"{run_dir} not {status!r} after {timeout}s")
+
+
+def generate(router_url: str, text: str = "The capital of France is", max_new_tokens: int = 4) -> dict:
+    """POST /generate through the router (PD: prefill + decode behind it)."""
+    response = requests.post(
+        router_url + "/generate",
+        timeout=120,
+        json={"text": text, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0}},
+    )
+    assert response.status_code == 200, response.text
+    return response.json()

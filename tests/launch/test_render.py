@@ -1,0 +1,214 @@
+"""Rendering: SGLang / reference / router commands, checked against SGLang 0.5.23's own flags.
+
+SGLang cannot be imported in the test venv (it needs psutil, zmq, triton, ...), so its parser's flags were
+dumped once with tests/launch/data/dump_sglang_flags.py into sglang_0_5_23_flags.json (action, nargs,
+choices per flag); the tests rebuild an argparse parser from that and parse every rendered command with it.
+When PDCTL_SGLANG_PYTHON names an interpreter that can import sglang 0.5.23, the real parser is used too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pdctl.launch.planner import render
+from pdctl.topology import load_topology, load_topology_text
+from tests.launch.samples import CONFIGS, SGLANG_BASE
+
+DATA = Path(__file__).parent / "data"
+FLAGS: dict[str, dict] = json.loads((DATA / "sglang_0_5_23_flags.json").read_text())
+
+
+def golden_parser() -> argparse.ArgumentParser:
+    """An argparse parser with SGLang 0.5.23's flags, value arity and choices (from the golden dump)."""
+    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    for flag, info in FLAGS.items():
+        if info["action"] == "_HelpAction":
+            continue
+        if info["nargs"] == 0:
+            parser.add_argument(flag, action="store_true")
+        else:
+            parser.add_argument(flag, nargs=info["nargs"], choices=info["choices"])
+    return parser
+
+
+PARSER = golden_parser()
+
+
+def sglang_args(argv: list[str]) -> list[str]:
+    assert argv[1:3] == ["-m", "sglang.launch_server"], argv
+    return argv[3:]
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    args, unknown = PARSER.parse_known_args(sglang_args(argv))
+    assert not unknown, f"not SGLang 0.5.23 flags: {unknown}"
+    return args
+
+
+def sglang_configs() -> list[Path]:
+    return [p for p in CONFIGS if load_topology(p).engine.kind == "sglang"]
+
+
+def test_golden_flag_list_is_sglangs() -> None:
+    # spot checks that the dump is the 0.5.23 parser (and not something hand-written)
+    assert len(FLAGS) > 500
+    assert "mooncake_tcp" in FLAGS["--disaggregation-transfer-backend"]["choices"]
+    assert FLAGS["--enable-dp-attention"]["action"] == "DeprecatedStoreTrueAction"
+    names = (DATA / "sglang_0_5_23_flags.txt").read_text().split()
+    assert sorted(names) == sorted(FLAGS)
+
+
+@pytest.mark.parametrize("config", sglang_configs(), ids=lambda p: p.stem)
+def test_every_example_config_renders_sglang_flags(config: Path) -> None:
+    topo = load_topology(config)
+    plan = render(topo)
+    assert plan.workers
+    for proc in plan.workers:
+        args = parse(proc.argv)
+        assert args.disaggregation_mode == [proc.role][0]
+        assert int(args.port) == int(proc.url.rsplit(":", 1)[1]) if proc.url else True
+        assert shlex.split(proc.command)[-len(proc.argv) :] == proc.argv  # copy-pasteable
+
+
+def test_variant_renders_every_topology_key() -> None:
+    topo = load_topology_text(SGLANG_BASE)
+    plan = render(topo, prometheus_port=29999)
+    prefills = [p for p in plan.workers if p.role == "prefill"]
+    decodes = [p for p in plan.workers if p.role == "decode"]
+    assert [p.name for p in prefills] == ["prefill-0", "prefill-1"]
+    assert [p.name for p in decodes] == ["decode-0", "decode-0-n1"]
+    p0, p1 = (parse(p.argv) for p in prefills)
+    assert (p0.base_gpu_id, p1.base_gpu_id) == (None, "4")
+    assert (p0.disaggregation_bootstrap_port, p1.disaggregation_bootstrap_port) == ("8998", "8999")
+    assert (p0.port, p1.port) == ("30000", "30001")
+    assert p0.disaggregation_ib_device == "mlx5_0,mlx5_1"
+    assert p0.revision == "main" and p0.kv_cache_dtype == "fp8_e4m3" and p0.page_size == "64"
+    assert (
+        p0.disable_hybrid_swa_memory
+        and p0.enable_unified_memory
+        and not p0.disaggregation_decode_enable_radix_cache
+    )
+    assert (p0.attention_backend, p0.chunked_prefill_size, p0.context_length) == ("triton", "8192", "32768")
+    assert (p0.max_total_tokens, p0.mem_fraction_static, p0.random_seed) == ("100000", "0.8", "7")
+    assert p0.enable_metrics and p0.log_level == "info" and p0.cuda_graph_bs_decode == ["1", "2", "4"]
+    assert "--disable-radix-cache" not in prefills[0].argv  # false = omitted
+    assert prefills[0].env["SGLANG_DISAGG_STAGING_BUFFER"] == "1"
+    # decode: one replica of tp 16 spans d0 and d1 -> two node ranks, attention DP in 0.5.23's spelling
+    d0, d1 = (parse(p.argv) for p in decodes)
+    assert (d0.tp_size, d0.nnodes, d0.node_rank, d1.node_rank) == ("16", "2", "0", "1")
+    assert d0.dist_init_addr == d1.dist_init_addr == "10.0.0.12:31100"
+    assert d0.attn_dp_size == "16" and d0.dp_size == "1" and not d0.enable_dp_attention
+    assert d0.disaggregation_decode_enable_radix_cache
+    assert d0.disaggregation_bootstrap_port == "8998"
+    assert decodes[0].url == "http://10.0.0.12:30100" and decodes[1].url is None
+    assert [decodes[0].host, decodes[1].host] == ["10.0.0.12", "10.0.0.13"]
+    # router: every prefill with its bootstrap port, the decode head, policy, free prometheus port
+    r = plan.router.argv
+    assert r[1:4] == ["-m", "sglang_router.launch_router", "--pd-disaggregation"]
+    joined = shlex.join(r)
+    assert "--prefill http://10.0.0.11:30000 8998 --prefill http://10.0.0.11:30001 8999" in joined
+    assert "--decode http://10.0.0.12:30100 --host 0.0.0.0 --port 8000 --policy round_robin" in joined
+    assert "--prometheus-port 29999 --shutdown-grace-period-secs 5" in joined
+    assert r[-2:] == ["--log-level", "debug"]
+    assert plan.router_url == "http://10.0.0.11:8000"
+
+
+def test_router_flags_parse_with_sglang_router() -> None:
+    from sglang_router.launch_router import parse_router_args
+
+    plan = render(load_topology_text(SGLANG_BASE), prometheus_port=29999)
+    args = parse_router_args(plan.router.argv[3:])
+    assert args.pd_disaggregation and args.policy == "round_robin" and args.prometheus_port == 29999
+    assert args.prefill_urls == [("http://10.0.0.11:30000", 8998), ("http://10.0.0.11:30001", 8999)]
+    assert args.decode_urls == ["http://10.0.0.12:30100"]
+
+
+def test_older_version_uses_the_deprecated_dp_attention_spelling() -> None:
+    topo = load_topology_text(SGLANG_BASE.replace('version: "0.5.23"', 'version: "0.5.2"'))
+    decode = next(p for p in render(topo).workers if p.role == "decode")
+    args = parse(decode.argv)
+    assert args.enable_dp_attention and args.dp_size == "16" and args.attn_dp_size is None
+
+
+def test_mooncake_tcp_is_sglangs_mooncake_tcp_backend() -> None:
+    text = SGLANG_BASE.replace("backend: nixl, protocol: rdma", "backend: mooncake, protocol: tcp")
+    for proc in render(load_topology_text(text)).workers:
+        args = parse(proc.argv)
+        assert args.disaggregation_transfer_backend == "mooncake_tcp"
+        assert args.disaggregation_ib_device is None  # ignored by SGLang for TCP: not rendered
+
+
+def test_pinned_cuda_visible_devices_select_the_slot() -> None:
+    text = SGLANG_BASE.replace(
+        "python: /opt/venv/bin/python}",
+        'python: /opt/venv/bin/python, env: {CUDA_VISIBLE_DEVICES: "7,6,5,4,3,2,1,0"}}',
+    )
+    prefills = [p for p in render(load_topology_text(text)).workers if p.role == "prefill"]
+    assert [p.env["CUDA_VISIBLE_DEVICES"] for p in prefills] == ["7,6,5,4", "3,2,1,0"]
+    assert all("--base-gpu-id" not in p.argv for p in prefills)
+
+
+def test_passthrough_arg_overrides_a_rendered_flag() -> None:
+    text = SGLANG_BASE.replace("log-level: info,", "log-level: info, page-size: 32,")
+    proc = render(load_topology_text(text)).workers[0]
+    assert proc.argv.count("--page-size") == 1 and parse(proc.argv).page_size == "32"
+
+
+def test_injection_text_stays_one_literal_argument() -> None:
+    evil = "x; rm -rf / #$(touch /tmp/pdctl-pwned)`id`"
+    text = SGLANG_BASE.replace("path: openai/gpt-oss-120b", f"path: {json.dumps(evil)}")
+    text = text.replace("log-level: info,", f"served-model-name: {json.dumps(evil)},")
+    proc = render(load_topology_text(text)).workers[0]
+    assert proc.argv[proc.argv.index("--served-model-name") + 1] == evil
+    assert evil in proc.argv or any(a.endswith(evil.split("/")[-1]) for a in proc.argv)
+    assert shlex.split(proc.command)[-len(proc.argv) :] == proc.argv
+
+
+def test_reference_engine_renders_its_own_command(tmp_path: Path) -> None:
+    topo = load_topology(CONFIGS[[p.stem for p in CONFIGS].index("local-cpu")])
+    plan = render(topo)
+    prefill, decode = plan.workers
+    assert prefill.argv[1:3] == ["-m", "pdctl.reference"]
+    for proc, role, tp in ((prefill, "prefill", "2"), (decode, "decode", "1")):
+        argv = proc.argv
+        assert argv[argv.index("--role") + 1] == role and argv[argv.index("--tp") + 1] == tp
+        assert argv[argv.index("--disaggregation-transfer-backend") + 1] == "nixl"
+        assert Path(argv[argv.index("--model-path") + 1]).is_absolute()
+    assert prefill.ports == [31000, 31998] and decode.ports == [31100]
+
+
+@pytest.mark.skipif(
+    not os.environ.get("PDCTL_SGLANG_PYTHON"),
+    reason="PDCTL_SGLANG_PYTHON (an interpreter that imports sglang 0.5.23) not set; "
+    "the golden flag list stands in for SGLang's parser",
+)
+def test_real_sglang_parser_accepts_every_rendered_command() -> None:
+    commands = [sglang_args(p.argv) for c in sglang_configs() for p in render(load_topology(c)).workers]
+    commands += [sglang_args(p.argv) for p in render(load_topology_text(SGLANG_BASE)).workers]
+    script = (
+        "import argparse, json, sys\n"
+        "from sglang.srt.server_args import ServerArgs\n"
+        "commands = json.load(sys.stdin)\n"
+        "for argv in commands:\n"
+        "    parser = argparse.ArgumentParser()\n"
+        "    ServerArgs.add_cli_args(parser)\n"
+        "    parser.parse_args(argv)\n"
+        "print('parsed', len(commands))\n"
+    )
+    done = subprocess.run(
+        [os.environ["PDCTL_SGLANG_PYTHON"], "-c", script],
+        input=json.dumps(commands),
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"parsed {len(commands)}" in done.stdout

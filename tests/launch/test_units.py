@@ -1,0 +1,214 @@
+"""Pure pieces of launch: pass-through flags, log selection, the slurm script, the pid-reuse guard."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pdctl.errors import UserError
+from pdctl.launch.executors.local import LocalExecutor, proc_stat
+from pdctl.launch.executors.slurm import render_sbatch
+from pdctl.launch.logs import select
+from pdctl.launch.plan import flag_args, merge_flags
+from pdctl.launch.planner import render
+from pdctl.topology import load_topology_text
+from tests.launch.samples import SGLANG_BASE
+
+
+def test_flag_args_forms() -> None:
+    assert flag_args({"a-b": True, "c": False, "d": None, "e": 3, "f": [1, "x"], "--g": "v"}) == [
+        "--a-b",
+        "--e",
+        "3",
+        "--f",
+        "1",
+        "x",
+        "--g",
+        "v",
+    ]
+
+
+def test_merge_flags_replaces_a_rendered_flag_and_its_values() -> None:
+    base = ["py", "-m", "m", "--port", "1", "--flag", "--list", "a", "b", "--host", "h"]
+    assert merge_flags(base, {"list": ["c"], "flag": False, "port": 2}) == [
+        "py",
+        "-m",
+        "m",
+        "--host",
+        "h",
+        "--list",
+        "c",
+        "--port",
+        "2",
+    ]
+
+
+RECORDS = [
+    {"name": n, "role": n.split("-")[0], "replica": int(n.split("-")[1])}
+    for n in ("prefill-0", "prefill-1", "decode-0", "decode-0-n1")
+] + [{"name": "router", "role": "router", "replica": 0}]
+
+
+@pytest.mark.parametrize(
+    "selector, names",
+    [
+        (None, ["prefill-0", "prefill-1", "decode-0", "decode-0-n1", "router"]),
+        ("prefill", ["prefill-0", "prefill-1"]),
+        ("prefill:1", ["prefill-1"]),
+        ("decode:0", ["decode-0", "decode-0-n1"]),
+        ("decode-0-n1", ["decode-0-n1"]),
+        ("router", ["router"]),
+    ],
+)
+def test_log_selection(selector: str | None, names: list[str]) -> None:
+    assert [r["name"] for r in select(RECORDS, selector)] == names
+
+
+@pytest.mark.parametrize("selector", ["worker", "prefill:x", "decode:7"])
+def test_log_selection_errors(selector: str) -> None:
+    with pytest.raises(UserError):
+        select(RECORDS, selector)
+
+
+def test_slurm_script_starts_every_process_with_srun(tmp_path: Path) -> None:
+    plan = render(load_topology_text(SGLANG_BASE), prometheus_port=29999)
+    script = render_sbatch(plan, tmp_path, timeout_s=300)
+    lines = script.splitlines()
+    assert lines[0] == "#!/bin/bash" and "#SBATCH --nodes=3" in lines
+    assert "#SBATCH --nodelist=10.0.0.11,10.0.0.12,10.0.0.13" in lines
+    srun = [shlex.split(line) for line in lines if line.startswith("srun ")]
+    assert len(srun) == len(plan.workers) + 1
+    for argv, proc in zip(srun, plan.processes()):
+        assert argv[-1] == "&"
+        assert argv[argv.index("env") + 1 : -1] == [f"{k}={v}" for k, v in proc.env.items()] + proc.argv
+        assert (
+            f"--nodelist={proc.host}" in argv
+            and f"--output={tmp_path.resolve()}/logs/{proc.name}.log" in argv
+        )
+    # the router starts only after every worker's /health wait
+    router_at = next(i for i, line in enumerate(lines) if "sglang_router.launch_router" in line)
+    waits = [i for i, line in enumerate(lines) if line.startswith("wait_http") and "/health" in line]
+    assert len(waits) == 3 and max(waits) < router_at
+    if shutil.which("bash"):
+        done = subprocess.run(
+            ["bash", "-n"], input=script, text=True, check=False, capture_output=True, timeout=30
+        )
+        assert done.returncode == 0, done.stderr
+
+
+def test_pid_reuse_guard_never_signals_another_process(tmp_path: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        stat = proc_stat(child.pid)
+        assert stat is not None
+        stale = {
+            "name": "old",
+            "pid": child.pid,
+            "pgid": child.pid,
+            "start_time": stat[2] - 1,
+            "log": str(tmp_path / "x.log"),
+        }
+        executor = LocalExecutor()
+        assert not executor.group_alive(stale)
+        assert executor.stop(stale, 1.0) == "not running"
+        assert child.poll() is None  # untouched
+        live = dict(stale, start_time=stat[2])
+        assert executor.group_alive(live) and executor.exit_code(live) is None
+        assert executor.stop(live, 5.0) == "stopped"
+        assert child.wait(timeout=5) is not None
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_dry_run_prints_every_command_and_writes_the_plan(tmp_path: Path) -> None:
+    from tests.launch.e2e import pdctl
+    from tests.launch.samples import REPO
+
+    run_dir = tmp_path / "run"
+    done = pdctl(
+        "launch",
+        str(REPO / "configs" / "gpt-oss-120b-p1-d4-gb300-nixl.yaml"),
+        "--dry-run",
+        "--run-dir",
+        str(run_dir),
+        "--json",
+        "-",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)  # the JSON alone on stdout; the human listing on stderr
+    assert doc == json.loads((run_dir / "plan.json").read_text())
+    commands = [p["command"] for p in doc["processes"]] + [doc["router"]["command"]]
+    stderr_lines = done.stderr.splitlines()
+    for command in commands:
+        assert command in stderr_lines  # each on one line, copy-pasteable
+    assert "# node p0 (10.0.0.11)" in done.stderr and "# node d0 (10.0.0.12)" in done.stderr
+    assert not (run_dir / "state.json").exists()
+
+
+def test_slurm_without_submit_writes_and_prints_the_script(tmp_path: Path) -> None:
+    from tests.launch.e2e import pdctl
+    from tests.launch.samples import REPO
+
+    done = pdctl(
+        "launch",
+        str(REPO / "configs" / "llama-3.1-8b-p4-d2-h100.yaml"),
+        "--executor",
+        "slurm",
+        "--run-dir",
+        str(tmp_path / "run"),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    script = (tmp_path / "run" / "launch.sbatch").read_text()
+    assert script.strip() in done.stdout.strip() or "#SBATCH --nodes=1" in done.stdout
+    assert script.count("\nsrun ") == 3
+
+
+def test_reference_replica_spanning_nodes_is_bad_input(tmp_path: Path) -> None:
+    from tests.launch.e2e import pdctl
+    from tests.launch.samples import local_cpu
+
+    nodes = [
+        {"name": "local", "host": "127.0.0.1", "gpu": "cpu", "gpus": 4},
+        {"name": "other", "host": "127.0.0.2", "gpu": "cpu", "gpus": 4},
+    ]
+    topo = local_cpu(
+        tmp_path,
+        tmp_path / "ckpt",
+        name="too-wide",
+        nodes=nodes,
+        prefill={"tp": 8, "nodes": ["local", "other"]},
+        decode={"nodes": ["other"]},
+    )
+    done = pdctl("launch", str(topo), "--dry-run", "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "the reference engine runs a replica on one node" in " ".join(done.stderr.split())
+
+
+def test_ssh_remote_command_carries_injection_text_literally() -> None:
+    from pdctl.launch.executors.ssh import ssh_argv, start_script
+
+    evil = "x; rm -rf / #$(reboot)`id`'\"\n&& halt"
+    text = SGLANG_BASE.replace(
+        "python: /opt/venv/bin/python}", f"python: /opt/venv/bin/python, env: {{EVIL: {json.dumps(evil)}}}}}"
+    )
+    text = text.replace("log-level: info,", f"served-model-name: {json.dumps(evil)},")
+    proc = render(load_topology_text(text)).workers[0]
+    log = f"/runs/{evil}/prefill-0.log"
+    argv = ssh_argv(proc.host, {"port": 22}, start_script(proc, log))
+    outer = shlex.split(argv[-1])  # what the remote login shell hands to sh
+    assert outer[:2] == ["sh", "-c"] and len(outer) == 3
+    words = shlex.split(outer[2], posix=True)
+    start = words.index("setsid")
+    end = words.index(">>", start)
+    assert words[start:end] == ["setsid", "env", *[f"{k}={v}" for k, v in proc.env.items()], *proc.argv]
+    assert f"EVIL={evil}" in words and evil in words and log in words
