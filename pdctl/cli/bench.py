@@ -1,0 +1,79 @@
+"""`pdctl bench-transfer TOPOLOGY`: one request's KV moved between real ranks (options and rendering only).
+
+The work lives in pdctl.transfer.bench (imported when the command runs: it needs numpy and the backends).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from pdctl.cli.render import console, err_console, write_json
+from pdctl.errors import CheckFailed
+
+
+def render_result(doc: dict[str, Any], note: str, out: Any) -> None:
+    """The human view of a bench-transfer document (also used by benchmarks/bench_transfer.py)."""
+    from rich.table import Table
+
+    out.print(
+        f"[bold]{doc['topology']}[/]: {doc['backend']}, {doc['tokens']} tokens, page {doc['page_size']}, "
+        f"{doc['full_layers']} full + {doc['swa_layers']} SWA layers ({doc['full_pages']} + {doc['swa_pages']} "
+        f"pages), {doc['kv_heads']} KV heads x {doc['head_dim']} x {doc['elem_bytes']:g} B",
+        highlight=False,
+    )
+    out.print(note, highlight=False)
+    table = Table(title=f"memcpy of the same bytes: {doc['memcpy_gbps']:.2f} GB/s", title_justify="left")
+    for col in ("path", "descriptors", "MB", "seconds", "GB/s", "x memcpy", "wire GB/s", "verified"):
+        table.add_column(col, justify="right" if col not in ("path", "verified") else "left")
+    for p in doc["paths"].values():
+        table.add_row(
+            p["kind"],
+            f"{p['descriptors']:,}",
+            f"{p['bytes'] / 1e6:.1f}",
+            f"{p['seconds']:.3f}",
+            f"{p['gbps']:.2f}",
+            f"{p['ratio_to_memcpy']:.0%}",
+            f"{p['wire_gbps']:.2f}",
+            "[green]yes[/]" if p["verified"] else f"[red]NO ({p['mismatched_bytes']} bytes wrong)[/]",
+        )
+    out.print(table)
+
+
+@click.command("bench-transfer")
+@click.argument("topology", type=click.Path(dir_okay=False))
+@click.option(
+    "--backend",
+    type=click.Choice(["nixl", "mooncake"]),
+    default=None,
+    help="Transfer backend (default: the topology's transfer.backend).",
+)
+@click.option(
+    "--tokens",
+    type=click.IntRange(min=1),
+    default=8192,
+    show_default=True,
+    help="Prompt tokens of the request whose KV is moved.",
+)
+@click.option(
+    "--json", "json_path", metavar="PATH", default=None, help="Write the result as JSON ('-' = stdout)."
+)
+def bench_transfer(topology: str, backend: str | None, tokens: int, json_path: str | None) -> None:
+    """Move one request's KV between real prefill and decode ranks on this machine and time it.
+
+    Two paths carry the same bytes: SGLang's (per-token head slices when the TPs differ, whole pages when
+    equal) and a packed one (one descriptor per page run, gather/scatter through staging). Every byte is
+    verified; throughput is reported against a plain memcpy of the same bytes measured in the same run.
+    """
+    from pdctl.topology import load_topology
+    from pdctl.transfer.bench import config_from_topology, heads_note, run_bench
+
+    cfg = config_from_topology(load_topology(topology), backend=backend, tokens=tokens)
+    out = err_console if json_path == "-" else console
+    with out.status(f"moving {tokens} tokens of KV over {cfg.backend} ..."):
+        doc = run_bench(cfg)
+    render_result(doc, heads_note(cfg), out)
+    write_json(json_path, doc)
+    if not doc["ok"]:
+        raise CheckFailed("KV bytes on the decode side differ from the prefill's: the transfer is wrong")
