@@ -114,7 +114,7 @@ def _slurm(
     if not skip_compat:
         check_compat(topo)
     with _ProgressView() as view:
-        state = submit_plan(plan, path, timeout=timeout, progress=view.update)
+        state = submit_plan(plan, path, timeout=timeout, progress=view.update, topology_path=topo.source_path)
     out.print(f"[bold green]ready[/] — slurm job {state['job_id']}, router {plan.router_url}")
     out.print(f"  run dir: {state['run_dir']}  (pdctl status | logs | down)", highlight=False)
 

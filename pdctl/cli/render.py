@@ -14,10 +14,14 @@ err_console = Console(stderr=True)
 
 
 def print_error(message: str, detail: str | None = None) -> None:
-    """Print an error (and e.g. a log tail) to stderr, the one way every command reports failure."""
+    """Print an error (and e.g. a log tail) to stderr, the one way every command reports failure.
+
+    The message is escaped (it may quote user input holding `[...]`); the detail is printed verbatim
+    (markup off) and soft-wrapped, so log lines and commands keep their own line breaks instead of being
+    cut at the terminal width (80 columns when stderr is not a terminal), and stay copy-pasteable."""
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
     if detail:
-        err_console.print(detail, highlight=False, markup=False)
+        err_console.print(detail, highlight=False, markup=False, soft_wrap=True)
 
 
 def write_json(path: str | None, document: Any) -> None:

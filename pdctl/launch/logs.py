@@ -11,7 +11,7 @@ from pdctl.launch.executors import executor_for
 from pdctl.launch.state import all_records
 from pdctl.runs import read_state
 
-ROLES = ("prefill", "decode", "router")
+ROLES = ("prefill", "decode", "colocated", "router")
 
 
 def select(records: list[dict[str, Any]], selector: str | None) -> list[dict[str, Any]]:

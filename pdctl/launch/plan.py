@@ -21,7 +21,7 @@ class ProcessSpec:
     """
 
     name: str  # "prefill-0", "decode-1", "prefill-0-n1" (node rank 1), "router"
-    role: str  # "prefill" | "decode" | "router"
+    role: str  # "prefill" | "decode" | "colocated" | "router"
     replica: int
     node: str
     host: str  # address of the node (what other nodes and the router use)
@@ -48,7 +48,8 @@ class ProcessSpec:
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    """All processes of a deployment: workers (prefill first, then decode) and the router."""
+    """All processes of a deployment: workers (prefill first, then decode; or the colocated servers) and the
+    router."""
 
     topology: str
     engine: str

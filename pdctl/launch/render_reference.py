@@ -44,9 +44,10 @@ def render_reference_replica(
     slot = placement.slots[0]
     node = topo.node(slot.node)
     env = dict(topo.engine.env)
-    if topo.transfer.staging_buffer:
+    pd = role.name != "colocated"  # colocated: a plain server, no transfer settings or disaggregation flags
+    if pd and topo.transfer.staging_buffer:
         env["SGLANG_DISAGG_STAGING_BUFFER"] = "1"
-    if topo.transfer.backend == "mooncake":
+    if pd and topo.transfer.backend == "mooncake":
         env.setdefault("MOONCAKE_PROTOCOL", "tcp" if topo.transfer.protocol == "tcp" else "rdma")
     argv = [
         reference_python(topo, node),
@@ -71,12 +72,13 @@ def render_reference_replica(
     ]
     if not role.hybrid_swa_memory:
         argv.append("--disable-hybrid-swa-memory")
-    argv += [
-        "--disaggregation-transfer-backend",
-        topo.transfer.backend,
-        "--disaggregation-bootstrap-port",
-        str(placement.bootstrap_port),
-    ]
+    if pd:
+        argv += [
+            "--disaggregation-transfer-backend",
+            topo.transfer.backend,
+            "--disaggregation-bootstrap-port",
+            str(placement.bootstrap_port),
+        ]
     if role.name == "decode" and role.radix_cache:
         argv.append("--disaggregation-decode-enable-radix-cache")
     for flag, value in (

@@ -1,4 +1,5 @@
-"""The router command: sglang_router (0.3.x) in PD mode in front of every prefill and decode replica."""
+"""The router command: sglang_router (0.3.x) in PD mode in front of every prefill and decode replica, or in
+regular mode (`--worker-urls`) in front of the servers of a colocated topology."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def render_router(
     prometheus_port: int | None = None,
     startup_timeout_s: int = 600,
 ) -> ProcessSpec:
-    """`python -m sglang_router.launch_router --pd-disaggregation --prefill URL BOOTSTRAP ... --decode URL`.
+    """`python -m sglang_router.launch_router --pd-disaggregation --prefill URL BOOTSTRAP ... --decode URL`,
+    or `... --worker-urls URL ...` for a colocated topology.
 
     The router's own worker-startup timeout is set to launch's timeout, so a router started by pdctl gives
     up on a worker no earlier than pdctl does."""
@@ -49,13 +51,17 @@ def render_router(
     python = topo.engine.python
     if node.ssh is None and python in {"python", "python3"}:
         python = sys.executable
-    argv = [python, "-m", "sglang_router.launch_router", "--pd-disaggregation"]
-    for p in placements:
-        if p.role == "prefill":
-            argv += ["--prefill", p.url, str(p.bootstrap_port)]
-    for p in placements:
-        if p.role == "decode":
-            argv += ["--decode", p.url]
+    argv = [python, "-m", "sglang_router.launch_router"]
+    if topo.is_pd:
+        argv.append("--pd-disaggregation")
+        for p in placements:
+            if p.role == "prefill":
+                argv += ["--prefill", p.url, str(p.bootstrap_port)]
+        for p in placements:
+            if p.role == "decode":
+                argv += ["--decode", p.url]
+    else:  # colocated: regular mode, load-balancing over plain servers
+        argv += ["--worker-urls", *(p.url for p in placements)]
     argv += ["--host", topo.router.host, "--port", str(topo.router.port)]
     if topo.router.policy:
         argv += ["--policy", topo.router.policy]

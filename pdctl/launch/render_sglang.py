@@ -1,5 +1,7 @@
 """SGLang worker commands: one `python -m sglang.launch_server` per replica per node (SGLang 0.5.23 flags).
 
+PD roles get `--disaggregation-*` flags; a colocated replica (topology `mode: colocated`) is a plain server.
+
 Every flag name here is SGLang 0.5.23's own (`ServerArgs.add_cli_args`); tests/launch checks each rendered
 command of every configs/*.yaml against that parser's flag list, so a renamed flag fails a test instead of a
 cluster launch.
@@ -70,7 +72,7 @@ def worker_env(topo: Topology, slot: NodeSlot) -> tuple[dict[str, str], bool]:
     GPUs are selected from that list (and --base-gpu-id is not used, as indices are then relative);
     otherwise SGLang's --base-gpu-id selects them."""
     env = dict(topo.engine.env)
-    if topo.transfer.staging_buffer:
+    if topo.transfer.staging_buffer and topo.is_pd:  # colocated: transfer: is ignored (no KV transfer)
         env["SGLANG_DISAGG_STAGING_BUFFER"] = "1"
     pinned = env.get("CUDA_VISIBLE_DEVICES")
     if pinned:
@@ -105,15 +107,16 @@ def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPl
         env, use_base = worker_env(topo, slot)
         argv = [topo.engine.python, "-m", "sglang.launch_server", "--model-path", model_path(topo)]
         argv += _optional("--revision", topo.model.revision)
-        argv += [
-            "--disaggregation-mode",
-            role.name,
-            "--disaggregation-transfer-backend",
-            transfer_backend_name(topo),
-            "--disaggregation-bootstrap-port",
-            str(placement.bootstrap_port),
-        ]
-        argv += _optional("--disaggregation-ib-device", ib_device(topo, node))
+        if role.name != "colocated":  # a colocated server is plain SGLang: no disaggregation flag at all
+            argv += [
+                "--disaggregation-mode",
+                role.name,
+                "--disaggregation-transfer-backend",
+                transfer_backend_name(topo),
+                "--disaggregation-bootstrap-port",
+                str(placement.bootstrap_port),
+            ]
+            argv += _optional("--disaggregation-ib-device", ib_device(topo, node))
         argv += _parallel_flags(topo, role)
         argv += ["--page-size", str(role.page_size), "--kv-cache-dtype", role.kv_cache_dtype]
         if not role.hybrid_swa_memory:

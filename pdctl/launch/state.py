@@ -3,19 +3,23 @@
 state.json is rewritten after every process start (atomically), so that whatever happens to pdctl, the
 pids and process groups of everything it started are on disk for `pdctl down`.
 Keys (ARCHITECTURE.md): topology, run_dir, processes [{role, replica, node, pid, pgid, url, log, executor}],
-router {url, pid, pgid, log}; plus name, host, node_rank, start_time, ssh per process, status, launched_at.
+router {url, pid, pgid, log}; plus name, host, node_rank, start_time, ssh per process, status, launched_at,
+topology_path (the file launched; copied to <run_dir>/topology.yaml).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from pdctl.launch.plan import LaunchPlan, ProcessSpec
 from pdctl.runs import PLAN_FILE, STATE_FILE
+
+TOPOLOGY_COPY = "topology.yaml"
 
 
 def log_path(run_dir: Path, proc: ProcessSpec) -> str:
@@ -63,6 +67,19 @@ class RunState:
             "processes": [],
             "router": {"url": plan.router_url},
         }
+
+    def record_topology(self, source_path: str | Path | None) -> None:
+        """Keep the topology file with the run: `topology_path` (absolute) in state.json and a copy at
+        <run_dir>/topology.yaml, so that later commands (`eval gsm8k` defaults, parity) read what was
+        launched, even after the original file is edited or moved. No-op for a topology built from text."""
+        if source_path is None:
+            return
+        source = Path(source_path).resolve()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        copy = self.run_dir / TOPOLOGY_COPY
+        if source != copy.resolve():
+            shutil.copyfile(source, copy)
+        self.doc["topology_path"] = str(source)
 
     def write_plan(self, plan: LaunchPlan) -> Path:
         """Write plan.json (the rendered commands) next to the state."""

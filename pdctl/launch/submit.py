@@ -26,15 +26,23 @@ def write_script(plan: LaunchPlan, run_dir: Path, timeout: float) -> Path:
 
 
 def submit_plan(
-    plan: LaunchPlan, run_dir: Path, *, timeout: float, wait: bool = True, progress: Progress | None = None
+    plan: LaunchPlan,
+    run_dir: Path,
+    *,
+    timeout: float,
+    wait: bool = True,
+    progress: Progress | None = None,
+    topology_path: Path | None = None,
 ) -> dict[str, Any]:
     """sbatch the plan; with WAIT, return the state once the router routes to every worker (else
-    scancel and CheckFailed naming the process, with its log tail)."""
+    scancel and CheckFailed naming the process, with its log tail). TOPOLOGY_PATH is recorded in the
+    run dir as a local launch records it."""
     import time
 
     refuse_running(run_dir)
     launch = Launch(plan, run_dir, progress or _quiet)
     launch.state.write_plan(plan)
+    launch.state.record_topology(topology_path)
     script = write_script(plan, run_dir, timeout)
     job_id = submit(script)
     records = job_records(plan, run_dir, job_id)

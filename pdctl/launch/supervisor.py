@@ -224,12 +224,15 @@ def launch_topology(
     detach: bool = True,
     progress: Progress | None = None,
     on_ready: Callable[[dict[str, Any]], None] | None = None,
+    remember: bool = True,
 ) -> dict[str, Any]:
     """Launch TOPO and return its state document once the router routes to every worker.
 
     With detach=False, stay and watch the processes after that (calling ON_READY with the state first):
     Ctrl-C / SIGTERM / a process exiting tears everything down. On any failure everything started is
-    stopped and CheckFailed (exit 1) names the failing process with its log tail."""
+    stopped and CheckFailed (exit 1) names the failing process with its log tail.
+    remember=False leaves `.pdctl/latest` alone: for a helper deployment (parity's reference topology)
+    that later `pdctl status/eval/down` without --run-dir must not pick up instead of the user's run."""
     progress = progress or _quiet
     if not skip_compat:
         check_compat(topo)
@@ -238,8 +241,10 @@ def launch_topology(
     refuse_running(path)
     launch = Launch(plan, path, progress)
     launch.state.write_plan(plan)
+    launch.state.record_topology(getattr(topo, "source_path", None))
     launch.state.save()
-    remember_latest(path)
+    if remember:
+        remember_latest(path)
     restore = _signals_to_interrupt() if not detach else None
     try:
         precheck_ports(plan)

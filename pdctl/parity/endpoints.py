@@ -98,30 +98,23 @@ def target_from_run_dir(run_dir: str | Path | None) -> Target:
 def launched_reference(topology_file: str | Path, *, timeout: float = 600.0) -> Iterator[Target]:
     """Launch the reference deployment of TOPOLOGY_FILE for the duration of the block, then tear it down.
 
-    The launch goes to a temporary run dir, and the user's "latest run" record is restored afterwards:
-    the reference is not the deployment later `pdctl eval`/`status` calls should find.
+    The launch goes to a temporary run dir and does not touch the user's "latest run" record
+    (remember=False): the reference is not the deployment later `pdctl eval`/`status` calls should find.
     """
     try:
         from pdctl.launch import launch_topology, teardown
         from pdctl.topology import load_topology
     except ImportError as exc:  # pragma: no cover - only in a partial build
         raise UserError(f"--reference-topology needs pdctl.launch, which is not available: {exc}") from exc
-    from pdctl.runs import PDCTL_HOME
 
     topo = load_topology(topology_file)
-    latest = PDCTL_HOME / "latest"
-    saved = latest.read_text(encoding="utf-8") if latest.is_file() else None
     run_dir = Path(tempfile.mkdtemp(prefix=f"pdctl-parity-ref-{topo.name}-"))
     try:
-        state = launch_topology(topo, run_dir=run_dir, timeout=timeout, detach=True)
+        state = launch_topology(topo, run_dir=run_dir, timeout=timeout, detach=True, remember=False)
         yield target_from_state(state, where=f"reference topology {topology_file}")
     finally:
         try:
             if (run_dir / "state.json").exists():
                 teardown(run_dir)
         finally:
-            if saved is not None:
-                latest.write_text(saved, encoding="utf-8")
-            elif latest.is_file():
-                latest.unlink()
             shutil.rmtree(run_dir, ignore_errors=True)

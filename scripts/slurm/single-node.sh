@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
 # A throwaway single-node Slurm (Debian slurmctld + slurmd + munge) on this machine, for testing
-# `pdctl launch --executor slurm --submit`. Needs root. Usage:
-#   scripts/slurm/single-node.sh start   # installs nothing; apt-get install slurmctld slurmd slurm-client munge first
-#   scripts/slurm/single-node.sh stop
-# State lives under /tmp/pdctl-slurm; daemons run in the foreground-less mode and are stopped by pid file.
+# `pdctl launch --executor slurm --submit`. Needs root and the packages (scripts/system-deps.sh installs
+# slurmctld slurmd slurm-client munge when run as root). Usage:
+#   scripts/slurm/single-node.sh start    # idempotent: a running cluster is left as it is
+#   scripts/slurm/single-node.sh stop     # cancels every job, stops the daemons, waits until they are gone
+#   scripts/slurm/single-node.sh status   # exit 0 iff the node is idle/mixed/allocated
+# State lives under /tmp/pdctl-slurm; each daemon is tracked by its own pid file (nothing killed by name).
 set -euo pipefail
 DIR=/tmp/pdctl-slurm
 HOST=$(hostname -s)
 CPUS=$(nproc)
 MEM=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 2 ))
+MUNGE_PID=/run/munge/munged.pid
+WAIT_S=${PDCTL_SLURM_WAIT_S:-60}
 
-start() {
-  mkdir -p "$DIR"/{spool,state,log} /etc/slurm /run/munge /var/log/munge /var/lib/munge /etc/munge
-  chown -R munge:munge /run/munge /var/log/munge /var/lib/munge /etc/munge 2>/dev/null || true
-  if [ ! -s /etc/munge/munge.key ]; then
-    dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key status=none
-    chown munge:munge /etc/munge/munge.key 2>/dev/null || true
-    chmod 400 /etc/munge/munge.key
-  fi
-  pgrep -x munged >/dev/null || runuser -u munge -- /usr/sbin/munged --force 2>/dev/null || /usr/sbin/munged --force
+alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+node_up() { sinfo -h -o %T 2>/dev/null | grep -Eq '^(idle|mixed|allocated)'; }
+
+write_conf() {
   cat > /etc/slurm/slurm.conf <<CONF
 ClusterName=pdctl
 SlurmctldHost=$HOST
@@ -41,22 +41,68 @@ JobAcctGatherType=jobacct_gather/none
 NodeName=$HOST CPUs=$CPUS RealMemory=$MEM State=UNKNOWN
 PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 CONF
-  /usr/sbin/slurmctld
-  /usr/sbin/slurmd
-  for _ in $(seq 1 30); do
-    if sinfo -h -o %T 2>/dev/null | grep -q idle; then echo "slurm up on $HOST"; return 0; fi
+}
+
+start_munge() {
+  alive "$MUNGE_PID" && return 0
+  mkdir -p /etc/munge /run/munge /var/log/munge /var/lib/munge
+  if [ ! -s /etc/munge/munge.key ]; then
+    dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key status=none
+  fi
+  chown -R munge:munge /etc/munge /run/munge /var/log/munge /var/lib/munge 2>/dev/null || true
+  chmod 400 /etc/munge/munge.key
+  # --force: start even if a stale socket of an earlier (killed) munged is left in /run/munge
+  runuser -u munge -- /usr/sbin/munged --force 2>/dev/null || /usr/sbin/munged --force
+  for _ in $(seq 1 50); do alive "$MUNGE_PID" && return 0; sleep 0.1; done
+  echo "munged did not start" >&2
+  return 1
+}
+
+start() {
+  mkdir -p "$DIR"/{spool,state,log} /etc/slurm
+  if alive "$DIR/slurmctld.pid" && alive "$DIR/slurmd.pid" && alive "$MUNGE_PID" && node_up; then
+    echo "slurm already up on $HOST"; return 0
+  fi
+  start_munge
+  write_conf
+  alive "$DIR/slurmctld.pid" || /usr/sbin/slurmctld
+  alive "$DIR/slurmd.pid" || /usr/sbin/slurmd
+  for _ in $(seq 1 "$WAIT_S"); do
+    if node_up; then echo "slurm up on $HOST"; return 0; fi
     sleep 1
   done
-  echo "slurm did not come up; see $DIR/log" >&2
+  echo "slurm did not come up within ${WAIT_S}s; see $DIR/log" >&2
+  return 1
+}
+
+# stop_pidfile FILE: SIGTERM the daemon of FILE, SIGKILL it after 15 s, wait until it is gone.
+stop_pidfile() {
+  alive "$1" || { rm -f "$1"; return 0; }
+  local pid; pid=$(cat "$1")
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || { rm -f "$1"; return 0; }; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || { rm -f "$1"; return 0; }; sleep 0.1; done
+  echo "could not stop pid $pid ($1)" >&2
   return 1
 }
 
 stop() {
-  for pidfile in "$DIR/slurmd.pid" "$DIR/slurmctld.pid"; do
-    [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
-  done
-  [ -f /run/munge/munged.pid ] && kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
-  echo "slurm stopped"
+  if alive "$DIR/slurmctld.pid"; then  # every job of this throwaway cluster, so that no job step outlives it
+    scancel --full --quiet --partition=debug 2>/dev/null || true
+    for _ in $(seq 1 30); do [ -z "$(squeue -h -o %i 2>/dev/null)" ] && break; sleep 1; done
+  fi
+  local rc=0
+  stop_pidfile "$DIR/slurmd.pid" || rc=1
+  stop_pidfile "$DIR/slurmctld.pid" || rc=1
+  stop_pidfile "$MUNGE_PID" || rc=1
+  [ "$rc" = 0 ] && echo "slurm stopped"
+  return "$rc"
 }
 
-"${1:-start}"
+status() { node_up && sinfo; }
+
+case "${1:-start}" in
+  start | stop | status) "${1:-start}" ;;
+  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+esac

@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pdctl.launch.planner import render
 from pdctl.topology import load_topology, load_topology_text
@@ -72,7 +73,7 @@ def test_every_example_config_renders_sglang_flags(config: Path) -> None:
     assert plan.workers
     for proc in plan.workers:
         args = parse(proc.argv)
-        assert args.disaggregation_mode == [proc.role][0]
+        assert args.disaggregation_mode == (None if proc.role == "colocated" else proc.role)
         assert int(args.port) == int(proc.url.rsplit(":", 1)[1]) if proc.url else True
         assert shlex.split(proc.command)[-len(proc.argv) :] == proc.argv  # copy-pasteable
 
@@ -212,3 +213,41 @@ def test_real_sglang_parser_accepts_every_rendered_command() -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"parsed {len(commands)}" in done.stdout
+
+
+COLOCATED_CONFIG = CONFIGS[[p.stem for p in CONFIGS].index("local-cpu-reference")]
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_colocated_renders_plain_sglang_servers_and_a_regular_router(replicas: int) -> None:
+    doc = yaml.safe_load(COLOCATED_CONFIG.read_text())
+    doc["engine"] = {"kind": "sglang", "version": "0.5.23"}
+    doc["nodes"][0]["gpus"] = 4
+    doc["colocated"]["replicas"] = replicas
+    # a transfer: section is ignored in colocated mode: nothing of it may reach the commands
+    doc["transfer"] = {"backend": "mooncake", "protocol": "rdma", "staging_buffer": True, "ib_device": "mlx5_0"}
+    plan = render(load_topology_text(yaml.safe_dump(doc)), prometheus_port=29999)
+    assert [p.name for p in plan.workers] == [f"colocated-{i}" for i in range(replicas)]
+    for i, proc in enumerate(plan.workers):
+        args = parse(proc.argv)  # every flag is SGLang 0.5.23's
+        assert not [a for a in proc.argv if a.startswith("--disaggregation")], proc.argv
+        assert (args.tp_size, args.page_size, args.port) == ("1", "16", str(31500 + i))
+        assert args.base_gpu_id == (str(i) if i else None)
+        assert proc.ports == [31500 + i] and "SGLANG_DISAGG_STAGING_BUFFER" not in proc.env
+    from sglang_router.launch_router import parse_router_args
+
+    router = parse_router_args(plan.router.argv[3:])
+    assert not router.pd_disaggregation and router.prometheus_port == 29999
+    assert router.worker_urls == [f"http://127.0.0.1:{31500 + i}" for i in range(replicas)]
+    assert "--pd-disaggregation" not in plan.router.argv and plan.router_url == "http://127.0.0.1:31850"
+
+
+def test_colocated_reference_engine_command() -> None:
+    from pdctl.reference.args import build_parser
+
+    (proc,) = render(load_topology(COLOCATED_CONFIG)).workers
+    assert proc.argv[1:3] == ["-m", "pdctl.reference"] and proc.role == "colocated"
+    args, unknown = build_parser().parse_known_args(proc.argv[3:])
+    assert not unknown and args.role == "colocated" and args.tp == 1 and args.port == 31500
+    assert not [a for a in proc.argv if a.startswith("--disaggregation")], proc.argv
+    assert proc.ports == [31500] and proc.health_path == "/health"

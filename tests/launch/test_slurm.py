@@ -1,6 +1,8 @@
 """`pdctl launch --executor slurm --submit` against a real single-node Slurm (scripts/slurm/single-node.sh).
 
-Skipped, with the reason, where no Slurm answers (CI images without slurmctld/slurmd/munge)."""
+If no Slurm answers already, the module starts the single-node Slurm itself (root + the Debian packages
+slurmctld slurmd slurm-client munge, which scripts/system-deps.sh installs as root) and stops it afterwards;
+a Slurm that was already up is used and left running. Skipped, with the reason, where neither is possible."""
 
 from __future__ import annotations
 
@@ -9,33 +11,67 @@ import os
 import shutil
 import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.launch.e2e import generate, needs_pd, pdctl
-from tests.launch.samples import local_cpu
+from tests.launch.samples import REPO, local_cpu
+
+SINGLE_NODE = REPO / "scripts" / "slurm" / "single-node.sh"
+PACKAGES = {"sbatch": "slurm-client", "sinfo": "slurm-client", "slurmctld": "slurmctld", "slurmd": "slurmd"}
 
 
-def _slurm_missing() -> str | None:
-    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
-        return "Slurm client not installed (scripts/slurm/single-node.sh sets up a single-node Slurm)"
+def _which(tool: str) -> str | None:
+    return shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/usr/bin")
+
+
+def _slurm_up() -> bool:
     try:
-        done = subprocess.run(
-            ["sinfo", "-h", "-o", "%T"], check=False, capture_output=True, text=True, timeout=10
-        )
-    except subprocess.TimeoutExpired:
-        return "sinfo timed out: no slurmctld answering"
-    if done.returncode != 0 or "idle" not in done.stdout and "mix" not in done.stdout:
-        return f"no idle Slurm node (sinfo: {done.stdout.strip() or done.stderr.strip()})"
+        done = subprocess.run(["sinfo", "-h", "-o", "%T"], check=False, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and any(s in done.stdout for s in ("idle", "mix", "alloc"))
+
+
+def _cannot_start() -> str | None:
+    """Why this machine cannot run the real Slurm test (None if it can)."""
+    missing = sorted({pkg for tool, pkg in PACKAGES.items() if _which(tool) is None})
+    if _which("munged") is None:
+        missing.append("munge")
+    if missing:
+        return (f"Slurm packages not installed ({' '.join(missing)}): run scripts/system-deps.sh as root "
+                "(make system-deps)")
+    if os.geteuid() != 0 and not _slurm_up():
+        return "no Slurm running and not root: the single-node Slurm (scripts/slurm/single-node.sh) needs root"
     return None
 
 
 pytestmark = [
     pytest.mark.e2e,
     needs_pd,
-    pytest.mark.skipif(_slurm_missing() is not None, reason=str(_slurm_missing())),
+    pytest.mark.skipif(_cannot_start() is not None, reason=str(_cannot_start())),
 ]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def slurm() -> Iterator[None]:
+    """A Slurm that answers: the one already running, else the single-node one, stopped in teardown."""
+    if _slurm_up():
+        yield
+        return
+    done = subprocess.run(
+        ["bash", str(SINGLE_NODE), "start"], check=False, capture_output=True, text=True, timeout=120
+    )
+    try:
+        assert done.returncode == 0, f"single-node Slurm did not start: {done.stdout}{done.stderr}"
+        yield
+    finally:
+        stop = subprocess.run(
+            ["bash", str(SINGLE_NODE), "stop"], check=False, capture_output=True, text=True, timeout=120
+        )
+        assert stop.returncode == 0, f"single-node Slurm did not stop: {stop.stdout}{stop.stderr}"
 
 
 def _processes_mentioning(text: str) -> list[int]:
@@ -80,6 +116,7 @@ def test_submit_generate_status_down(tmp_path: Path, ref_checkpoint: Path) -> No
         state = json.loads((run_dir / "state.json").read_text())
         assert state["executor"] == "slurm" and state["job_id"] and state["status"] == "running"
         assert (run_dir / "launch.sbatch").exists()
+        assert state["topology_path"] == str(topo.resolve()) and (run_dir / "topology.yaml").is_file()
         out = generate(state["router"]["url"], max_new_tokens=3)
         assert out["meta_info"]["completion_tokens"] == 3
         status = pdctl("status", "--run-dir", str(run_dir), "--json", "-", cwd=tmp_path)

@@ -212,3 +212,14 @@ def test_ssh_remote_command_carries_injection_text_literally() -> None:
     end = words.index(">>", start)
     assert words[start:end] == ["setsid", "env", *[f"{k}={v}" for k, v in proc.env.items()], *proc.argv]
     assert f"EVIL={evil}" in words and evil in words and log in words
+
+
+def test_print_error_keeps_log_lines_whole_and_escapes_the_message() -> None:
+    from pdctl.cli.render import err_console, print_error
+
+    long_line = "x" * 150 + " [bold]not markup[/bold] " + "y" * 50
+    with err_console.capture() as capture:
+        print_error("bad value [red]x[/red]", "--- last 2 lines ---\n" + long_line)
+    lines = capture.get().splitlines()
+    assert lines[0] == "error: bad value [red]x[/red]"  # escaped: the brackets are text
+    assert lines[1:] == ["--- last 2 lines ---", long_line]  # no wrapping at the console width
