@@ -20,7 +20,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: system-deps $(STAMP)
 
-# apt packages: libibverbs1 (Mooncake imports it), openssh-server (SSH executor tests), chromium (report test).
+# apt packages: libibverbs1 (Mooncake imports it), openssh-server (SSH executor tests), chromium (parity
+# report test), slurmctld/slurmd/slurm-client/munge (a real single-node Slurm for the slurm executor test).
 system-deps:
 	@bash scripts/system-deps.sh
 

@@ -9,7 +9,7 @@ CKPT=.pdctl/checkpoints/reference-tiny
 REF_TOPO=configs/local-cpu-reference.yaml
 
 step() { printf '\n\033[1;36m== %s\033[0m\n' "$*"; }
-cleanup() { pdctl down >/dev/null 2>&1 || true; pdctl down --run-dir .pdctl/runs/local-cpu-reference >/dev/null 2>&1 || true; }
+cleanup() { pdctl down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 step "reference checkpoint ($CKPT)"
