@@ -38,7 +38,6 @@ demo: install
 	bash scripts/demo.sh
 
 bench: install
-	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python -m benchmarks.run
 
 clean:
