@@ -57,9 +57,18 @@ def render_result(doc: dict[str, Any], note: str, out: Any) -> None:
     help="Prompt tokens of the request whose KV is moved.",
 )
 @click.option(
+    "--repeats",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Rounds of memcpy / per-token / packed measured side by side; the best of each is reported.",
+)
+@click.option(
     "--json", "json_path", metavar="PATH", default=None, help="Write the result as JSON ('-' = stdout)."
 )
-def bench_transfer(topology: str, backend: str | None, tokens: int, json_path: str | None) -> None:
+def bench_transfer(
+    topology: str, backend: str | None, tokens: int, repeats: int, json_path: str | None
+) -> None:
     """Move one request's KV between real prefill and decode ranks on this machine and time it.
 
     Two paths carry the same bytes: SGLang's (per-token head slices when the TPs differ, whole pages when
@@ -69,7 +78,7 @@ def bench_transfer(topology: str, backend: str | None, tokens: int, json_path: s
     from pdctl.topology import load_topology
     from pdctl.transfer.bench import config_from_topology, heads_note, run_bench
 
-    cfg = config_from_topology(load_topology(topology), backend=backend, tokens=tokens)
+    cfg = config_from_topology(load_topology(topology), backend=backend, tokens=tokens, repeats=repeats)
     out = err_console if json_path == "-" else console
     with out.status(f"moving {tokens} tokens of KV over {cfg.backend} ..."):
         doc = run_bench(cfg)

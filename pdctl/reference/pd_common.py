@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import socket
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from pdctl.reference.kvcache import RankKV
-from pdctl.reference.roles import RoleContext
+from pdctl.reference.roles import FirstToken, RoleContext
 from pdctl.transfer.backend import TransferBackend, create_backend
 from pdctl.transfer.sender import AUX_SLOT_BYTES
+
+
+@dataclass(frozen=True)
+class PDFirstToken(FirstToken):
+    """The first token as decode receives it, plus the prefill's prefix-cache hit (SGLang's aux data):
+    the scheduler reports `cached_tokens` in decode's meta_info, as SGLang's decode does."""
+
+    cached_tokens: int = 0
 
 
 def server_info(ctx: RoleContext, role: str) -> dict[str, Any]:

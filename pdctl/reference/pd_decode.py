@@ -4,7 +4,7 @@ One receiver thread polls every rank's backend for notifications ("kv ROOM PREFI
 is complete when every (prefill rank, decode rank) pair the plan pairs has reported. Failure is an answer,
 never a hang: a handshake rejection fails the request at once with SGLang's message, an error notification
 with the prefill's message, a silent prefill after --transfer-timeout, and a dead prefill (its bootstrap
-server stops answering) within about a second.
+server stops answering twice in a row) within a few seconds.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdctl.plan import prefill_peers
-from pdctl.reference.pd_common import AuxSlots, make_backends, pools_desc, server_info
+from pdctl.reference.pd_common import AuxSlots, PDFirstToken, make_backends, pools_desc, server_info
 from pdctl.reference.roles import DecodeDone, FirstToken, KVHandle, RequestInfo, RoleContext
 from pdctl.transfer import bootstrap
 from pdctl.transfer.handshake import handshake_problem
-from pdctl.transfer.sender import decode_aux
+from pdctl.transfer.sender import aux_cached_tokens, decode_aux
 
 log = logging.getLogger("pdctl.reference.pd")
 
@@ -36,6 +36,7 @@ class _Pending:
     deadline: float
     slot: int
     got: set[tuple[int, int]] = field(default_factory=set)
+    giving_up: bool = False
 
 
 class DecodeRole:
@@ -155,11 +156,31 @@ class DecodeRole:
             log.info("registered %d decode ranks with prefill %s", len(self.backends), addr)
             return prefill
 
-    def _abort(self, addr: str, room: int, message: str) -> None:
-        """Tell the prefill this room will never be asked for, so its request fails now too."""
+    def _abort(self, addr: str, room: int, message: str, timeout: float = 2.0) -> None:
+        """Tell the prefill this room is given up, so its request fails now too and it never writes into
+        the room's pages; the prefill answers once no write for the room is in flight any more."""
         try:
-            bootstrap.post(addr, "/room", {"room": room, "abort": message}, timeout=2)
+            bootstrap.post(addr, "/room", {"room": room, "abort": message}, timeout=timeout)
         except Exception:  # noqa: BLE001, S110 - the prefill may be dead; decode already answers
+            pass
+
+    def _give_up(self, pending: _Pending, message: str) -> None:
+        """Timeout: abort the room on the prefill FIRST (it drains in-flight writes), then free the pages."""
+        self._abort(pending.addr, pending.room, message, timeout=10.0)
+        self._finish(pending.room, message)
+
+    def abort_request(self, req: RequestInfo, message: str) -> None:
+        """Engine thread: REQ failed here before its transfer began (e.g. no KV room): fail prefill's side."""
+        if req.bootstrap_room is None or not req.bootstrap_host or req.bootstrap_port is None:
+            return
+        try:
+            self._pool.submit(
+                self._abort,
+                f"{req.bootstrap_host}:{int(req.bootstrap_port)}",
+                int(req.bootstrap_room),
+                message,
+            )
+        except RuntimeError:  # shutting down
             pass
 
     # ---- completion (receiver / watchdog threads) ---------------------------------------------------
@@ -175,11 +196,13 @@ class DecodeRole:
 
     def _complete(self, pending: _Pending) -> None:
         try:
-            token, logprob, top = decode_aux(self.aux.view(pending.slot).tobytes())
+            blob = self.aux.view(pending.slot).tobytes()
+            token, logprob, top = decode_aux(blob)
+            cached = aux_cached_tokens(blob)
         except ValueError as exc:
             self._finish(pending.room, str(exc))
             return
-        self._finish(pending.room, FirstToken(token, logprob, top))
+        self._finish(pending.room, PDFirstToken(token, logprob, top, cached))
 
     def _receive_loop(self) -> None:
         while not self._stop.is_set():
@@ -195,13 +218,18 @@ class DecodeRole:
                     self._on_note(d, note.message.decode("utf-8", "replace"))
             now = time.monotonic()
             with self._lock:
-                late = [p for p in self._pending.values() if now > p.deadline]
+                late = [p for p in self._pending.values() if now > p.deadline and not p.giving_up]
+                for p in late:
+                    p.giving_up = True
             for p in late:
-                self._finish(
-                    p.room,
+                message = (
                     f"KV transfer for bootstrap_room {p.room} timed out after {self.timeout:g}s "
-                    f"(got {len(p.got)} of {len(p.expected)} parts from prefill {p.addr})",
+                    f"(got {len(p.got)} of {len(p.expected)} parts from prefill {p.addr})"
                 )
+                try:
+                    self._pool.submit(self._give_up, p, message)
+                except RuntimeError:  # shutting down
+                    self._finish(p.room, message)
             if not got:
                 time.sleep(0.001 if self._pending else 0.01)
 
@@ -224,12 +252,19 @@ class DecodeRole:
 
     def _watchdog_loop(self) -> None:
         """Report a dead prefill: its bootstrap server stops answering while rooms wait on it."""
+        # Consecutive failed health checks per prefill: one slow answer on a loaded box is not death.
+        misses: dict[str, int] = {}
         while not self._stop.wait(0.5):
             with self._lock:
                 addrs = {p.addr for p in self._pending.values()}
             for addr in addrs:
                 if bootstrap.alive(addr, timeout=1.0):
+                    misses.pop(addr, None)
                     continue
+                misses[addr] = misses.get(addr, 0) + 1
+                if misses[addr] < 2:
+                    continue
+                misses.pop(addr, None)
                 with self._lock:
                     rooms = [p.room for p in self._pending.values() if p.addr == addr]
                 for room in rooms:

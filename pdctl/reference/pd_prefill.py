@@ -23,6 +23,7 @@ from pdctl.transfer.handshake import handshake_problem
 from pdctl.transfer.sender import AUX_SLOT_BYTES, encode_aux, full_page_pairs, rank_blocks, swa_page_pairs
 
 log = logging.getLogger("pdctl.reference.pd")
+ABORT_DRAIN_S = 5.0  # how long decode's abort waits for a room's in-flight writes to finish
 
 
 class PrefillRole:
@@ -38,6 +39,9 @@ class PrefillRole:
         self.aux = AuxSlots()
         self._decoders: dict[str, dict[str, Any]] = {}  # decode_id -> {"tp": int, "ranks": {d: reg}}
         self._rooms: dict[int, dict[str, Any]] = {}
+        self._failed: dict[int, tuple[str, float]] = {}  # room -> (error, at): failed before decode asked
+        self._aborted: dict[int, float] = {}  # room -> at: decode gave up; never write into its pages
+        self._writing: set[int] = set()  # rooms whose writes are being issued or are in flight
         self._cond = threading.Condition()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="pd-send")
         self.server: BootstrapServer | None = None
@@ -75,17 +79,70 @@ class PrefillRole:
         return None
 
     def _on_room(self, doc: dict[str, Any]) -> str | None:
-        """A decode posts a room's destination pages (or an abort); workers waiting for it wake up."""
+        """A decode posts a room's destination pages (or an abort); workers waiting for it wake up.
+
+        A room that already failed here answers with that error (decode fails the request at once). An
+        abort returns only when no write for the room is in flight any more (bounded by ABORT_DRAIN_S), so
+        decode may free the room's pages after this call without a late write landing in them.
+        """
+        room, now = int(doc["room"]), time.monotonic()
         with self._cond:
             if "abort" not in doc and doc.get("decode_id") not in self._decoders:
                 return "decode server is not registered with this prefill (it restarted?): register first"
-            doc["_at"] = time.monotonic()
-            self._rooms[int(doc["room"])] = doc
-            stale = [r for r, d in self._rooms.items() if time.monotonic() - d["_at"] > 10 * self.timeout]
-            for r in stale:
-                self._rooms.pop(r, None)
+            self._drop_stale(now)
+            if "abort" not in doc and room in self._failed:
+                return self._failed.pop(room)[0]
+            doc["_at"] = now
+            self._rooms[room] = doc
             self._cond.notify_all()
+            if "abort" in doc:
+                self._aborted[room] = now
+                deadline = now + ABORT_DRAIN_S
+                while room in self._writing and time.monotonic() < deadline:
+                    self._cond.wait(0.05)
+                if room in self._writing:
+                    log.warning("room %s aborted by decode while its write is still in flight", room)
         return None
+
+    def _drop_stale(self, now: float) -> None:
+        """Forget rooms, failures and aborts nobody will ask about any more (caller holds the lock)."""
+        old = now - 10 * self.timeout
+        for r in [r for r, d in self._rooms.items() if d["_at"] < old]:
+            self._rooms.pop(r, None)
+        for r in [r for r, (_, at) in self._failed.items() if at < old]:
+            self._failed.pop(r, None)
+        for r in [r for r, at in self._aborted.items() if at < old]:
+            self._aborted.pop(r, None)
+
+    def abort_request(self, req: RequestInfo, message: str) -> None:
+        """Engine thread: REQ failed before its transfer began (rejected, OOM): fail decode's room now.
+
+        Decode either asked already (its room document is here: notify its ranks) or will ask soon (its
+        /room post is answered with MESSAGE) — instead of waiting out --transfer-timeout.
+        """
+        if req.bootstrap_room is None:
+            return
+        room = int(req.bootstrap_room)
+        with self._cond:
+            doc = self._rooms.pop(room, None)
+            if doc is None or "abort" in doc:
+                if doc is None:
+                    self._failed[room] = (message, time.monotonic())
+                return
+        try:
+            self._pool.submit(self._notify_room, room, doc, message)
+        except RuntimeError:  # shutting down: decode's watchdog reports the dead prefill
+            pass
+
+    def _notify_room(self, room: int, room_doc: dict[str, Any], message: str) -> None:
+        """Send an error notification for ROOM to one rank of the decode that asked (one is enough)."""
+        with self._cond:
+            reg = self._decoders.get(room_doc.get("decode_id", ""))
+        for dreg in (reg or {}).get("ranks", {}).values():
+            for p, peer in dreg["peers"].items():
+                if self._notify_error(room, p, peer, message):
+                    return
+        log.warning("could not tell decode that room %s failed: %s", room, message)
 
     # ---- the hook (engine thread) -------------------------------------------------------------------
     def after_prefill(self, req: RequestInfo, kv: KVHandle, first: FirstToken, done: PrefillDone) -> None:
@@ -128,10 +185,27 @@ class PrefillRole:
             return "decode server is not registered with this prefill"
         room, d_tp, ps = int(req.bootstrap_room), int(reg["tp"]), kv.page_size
         slot = self.aux.alloc()
+        with self._cond:
+            self._writing.add(room)
         try:
             return self._write_all(room, room_doc, reg, kv, first, slot, d_tp, ps)
+        except Exception as exc:
+            log.exception("KV send for room %s failed", room)
+            message = f"{type(exc).__name__}: {exc}"
+            self._notify_room(room, room_doc, message)
+            return message
         finally:
+            with self._cond:
+                self._writing.discard(room)
+                self._cond.notify_all()
             self.aux.free(slot)
+
+    def _aborted_msg(self, room: int) -> str | None:
+        """The error for a room decode has given up on (checked right before every write), or None."""
+        with self._cond:
+            if room in self._aborted:
+                return f"decode aborted bootstrap_room {room} (it gave up waiting): KV write skipped"
+        return None
 
     def _write_all(
         self,
@@ -146,7 +220,10 @@ class PrefillRole:
     ) -> str | None:
         import numpy as np
 
-        blob = encode_aux(first.token_id, first.logprob, list(first.top_logprobs))
+        aborted = self._aborted_msg(room)
+        if aborted:
+            return aborted
+        blob = encode_aux(first.token_id, first.logprob, list(first.top_logprobs), kv.cached_len)
         self.aux.view(slot)[: len(blob)] = np.frombuffer(blob, dtype=np.uint8)
         handles = []
         ctx = self.ctx
@@ -183,6 +260,9 @@ class PrefillRole:
                     dst = np.append(dst, np.uint64(room_doc["aux_addr"]))
                     lens = np.append(lens, np.uint64(AUX_SLOT_BYTES))
                 peer = dreg["peers"][p]
+                aborted = self._aborted_msg(room)
+                if aborted:  # checked right before issuing: the decode pages may already be reused
+                    return aborted
                 try:
                     handles.append(
                         (p, peer, self.backends[p].write(peer, src, dst, lens, f"kv {room} {p} ok".encode()))
@@ -198,9 +278,11 @@ class PrefillRole:
                 return str(exc)
         return None
 
-    def _notify_error(self, room: int, p: int, peer: str, message: str) -> None:
+    def _notify_error(self, room: int, p: int, peer: str, message: str) -> bool:
         """Tell the decode rank this room failed, so it answers at once instead of timing out."""
         try:
             self.backends[p].notify(peer, f"kv {room} {p} err {message}".encode())
+            return True
         except Exception:  # noqa: BLE001 - best effort: decode times out on its own otherwise
             log.warning("could not notify decode about failed room %s", room)
+            return False

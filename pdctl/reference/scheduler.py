@@ -338,6 +338,9 @@ class Scheduler:
         if isinstance(result, str):
             self._finish(req, error=f"KV transfer failed: {result}")
             return
+        # SGLang's decode reports the prefill's prefix-cache hit (carried with the first token), or its own
+        # radix-cache hit when that is larger.
+        req.cached_tokens = max(req.cached_tokens, int(getattr(result, "cached_tokens", 0)))
         if self.cache is not None:
             self.cache.insert(req.input_ids, req.seq, req.prompt_len)  # type: ignore[arg-type]
         req.state = "running"
@@ -396,6 +399,10 @@ class Scheduler:
             self._waiting.remove(req)
         self._transferring.pop(id(req), None)
         self._release(req.seq)
+        abort = getattr(self.role, "abort_request", None)
+        if error is not None and req.state != "transferring" and abort is not None:
+            # Failed before the role got it (rejected, OOM, step error): the role tells its PD peer now.
+            abort(self._info(req), error)
         if error is not None:
             req.fail(error, status)
         else:

@@ -32,9 +32,10 @@ class BenchConfig:
     window: int | None
     seed: int = 0
     timeout: float = 300.0
+    repeats: int = 3  # rounds of (memcpy, per-token, packed) measured side by side; best of each counts
 
 
-def config_from_topology(topo: Any, *, backend: str | None, tokens: int) -> BenchConfig:
+def config_from_topology(topo: Any, *, backend: str | None, tokens: int, repeats: int = 3) -> BenchConfig:
     """Read the model shape (pdctl.models), attention TPs, page size, KV dtype and SWA pools of a topology."""
     from pdctl.models import resolve_model_spec
 
@@ -59,6 +60,7 @@ def config_from_topology(topo: Any, *, backend: str | None, tokens: int) -> Benc
         head_dim=spec.head_dim,
         elem_bytes=elem,
         window=spec.sliding_window if hybrid else None,
+        repeats=repeats,
     )
 
 

@@ -89,20 +89,34 @@ def rank_blocks(
     return flatten_blocks(blocks)
 
 
-def encode_aux(token_id: int, logprob: float, top_logprobs: list[tuple[float, int]]) -> bytes:
-    """SGLang's aux data for decode, as one slot: 4-byte length + JSON (too big -> ValueError)."""
-    body = json.dumps(
-        {"t": token_id, "l": logprob, "top": [[float(a), int(b)] for a, b in top_logprobs]}
-    ).encode()
+def encode_aux(
+    token_id: int, logprob: float, top_logprobs: list[tuple[float, int]], cached_tokens: int = 0
+) -> bytes:
+    """SGLang's aux data for decode, as one slot: 4-byte length + JSON (too big -> ValueError).
+
+    `cached_tokens` is the prefill's prefix-cache hit: SGLang's decode reports it as its own
+    meta_info.cached_tokens, so the router's answer says how much of the prompt prefill reused.
+    """
+    top = [[float(a), int(b)] for a, b in top_logprobs]
+    body = json.dumps({"t": token_id, "l": logprob, "top": top, "c": int(cached_tokens)}).encode()
     if len(body) + 4 > AUX_SLOT_BYTES:
         raise ValueError(f"aux data of {len(body)} bytes does not fit a {AUX_SLOT_BYTES}-byte slot")
     return struct.pack("<I", len(body)) + body
 
 
-def decode_aux(slot: bytes) -> tuple[int, float, list[tuple[float, int]]]:
-    """Inverse of encode_aux; a slot that was never written raises ValueError."""
+def _aux_doc(slot: bytes) -> dict[str, Any]:
     (n,) = struct.unpack("<I", slot[:4])
     if n == 0 or n + 4 > len(slot):
         raise ValueError("aux slot is empty or corrupt (the prefill's aux write did not land)")
-    doc = json.loads(slot[4 : 4 + n])
+    return dict(json.loads(slot[4 : 4 + n]))
+
+
+def decode_aux(slot: bytes) -> tuple[int, float, list[tuple[float, int]]]:
+    """Inverse of encode_aux (first token part); a slot that was never written raises ValueError."""
+    doc = _aux_doc(slot)
     return int(doc["t"]), float(doc["l"]), [(float(a), int(b)) for a, b in doc["top"]]
+
+
+def aux_cached_tokens(slot: bytes) -> int:
+    """The prefill's prefix-cache hit carried in the aux slot (0 from a sender that did not set it)."""
+    return int(_aux_doc(slot).get("c", 0))

@@ -253,7 +253,7 @@ def start_shared_prefill(
     """One prefill serving several decodes (name -> (tp, extra args)), each behind its own real router.
 
     Cheaper than one `start_pd` per pairing: the prefill accepts every decode that registers. Yields
-    {name: router URL, f"{name}:server": decode URL, "boot": bootstrap port}; routers of names in ROUTABLE are
+    {name: router URL, f"{name}:server": decode URL, "boot": bootstrap port, "prefill": prefill URL}; routers of names in ROUTABLE are
     waited on until a PD request succeeds (a decode the handshake rejects never becomes routable).
     """
     boot = free_port()
@@ -262,7 +262,7 @@ def start_shared_prefill(
     specs += [("decode", tp, [*common, *extra]) for tp, extra in decodes.values()]
     with ExitStack() as stack:
         servers = stack.enter_context(start_servers(checkpoint, specs, timeout=timeout, log_dir=log_dir))
-        out: dict[str, str] = {"boot": str(boot)}
+        out: dict[str, str] = {"boot": str(boot), "prefill": servers[0].url}
         procs = []
         for name, srv in zip(decodes, servers[1:]):
             url, proc, _ = stack.enter_context(

@@ -30,7 +30,7 @@ def p2(ref_checkpoint, tmp_path_factory):
             "v5d": (1, ["--kv-layout", "vectorized_5d"]),
             "v5d_unsafe": (
                 1,
-                ["--kv-layout", "vectorized_5d", "--unsafe-skip-handshake-checks", "--transfer-timeout", "5"],
+                ["--kv-layout", "vectorized_5d", "--unsafe-skip-handshake-checks", "--transfer-timeout", "3"],
             ),
         },
         {"nhd", "v5d_unsafe"},
@@ -39,11 +39,19 @@ def p2(ref_checkpoint, tmp_path_factory):
         yield routers
 
 
+PREFILL_CAPACITY = 512  # p1's prefill --max-total-tokens: a longer prompt is rejected there, not on decode
+
+
 @pytest.fixture(scope="module")
 def p1(ref_checkpoint, tmp_path_factory):
-    """Prefill TP1 with decodes TP2 and TP4."""
+    """Prefill TP1 (small KV capacity) with decodes TP2 and TP4 (default capacity, 30 s transfer timeout)."""
     with start_shared_prefill(
-        ref_checkpoint, 1, {"d2": (2, []), "d4": (4, [])}, {"d2", "d4"}, tmp_path_factory.mktemp("p1")
+        ref_checkpoint,
+        1,
+        {"d2": (2, []), "d4": (4, [])},
+        {"d2", "d4"},
+        tmp_path_factory.mktemp("p1"),
+        prefill_args=["--max-total-tokens", str(PREFILL_CAPACITY)],
     ) as routers:
         yield routers
 
@@ -97,5 +105,45 @@ def test_decode_gives_up_on_a_room_after_the_transfer_timeout(p2):
     r = requests.post(p2["v5d_unsafe:server"] + "/generate", json=req, timeout=60)
     elapsed = time.monotonic() - t0
     assert r.status_code != 200
-    assert "timed out after 5s" in r.text, r.text
-    assert 4.5 <= elapsed < 15, elapsed
+    assert "timed out after 3s" in r.text, r.text
+    assert 2.5 <= elapsed < 13, elapsed
+    # Decode told the prefill to abort the room: the prefill's own request for it fails at once with
+    # decode's message (it never writes into pages decode has freed), not after the prefill's 30 s wait.
+    t0 = time.monotonic()
+    r = requests.post(p2["prefill"] + "/generate", json=req | {"return_logprob": False}, timeout=60)
+    assert r.status_code != 200
+    assert "timed out after 3s" in r.text, r.text
+    assert time.monotonic() - t0 < 15  # without decode's abort the prefill waits its 30 s for the room
+
+
+def test_decode_reports_the_prefills_cached_tokens(p2):
+    """SGLang's decode reports prefill's prefix-cache hit: the second identical request (decode's own cache
+    flushed in between) says cached_tokens > 0 and answers with the same tokens and logprobs."""
+    prompt = PROMPTS[2] * 2
+    req = body(prompt) | {"logprob_start_len": -1}  # input logprobs would disable prefill's prefix match
+    first = requests.post(p2["nhd"] + "/generate", json=req, timeout=60).json()
+    r = requests.post(p2["nhd:server"] + "/flush_cache", timeout=30)  # decode only; prefill keeps its cache
+    assert r.status_code == 200, r.text
+    second = requests.post(p2["nhd"] + "/generate", json=req, timeout=60).json()
+    cached = second["meta_info"]["cached_tokens"]
+    assert 0 < cached < len(prompt.encode()), second["meta_info"]
+    assert cached % 16 == 0, cached  # whole pages of the prefill's prefix cache
+    assert second["output_ids"] == first["output_ids"]
+    want = first["meta_info"]["output_token_logprobs"]
+    got = second["meta_info"]["output_token_logprobs"]
+    assert [t[1] for t in got] == [t[1] for t in want]
+    assert all(abs(a[0] - b[0]) <= 1e-4 for a, b in zip(got, want)), (got, want)
+
+
+def test_prefill_rejection_reaches_decode_fast(p1):
+    """A prompt prefill rejects (beyond its KV capacity) but decode would accept: the client's error arrives
+    at once, not after decode's 30 s --transfer-timeout."""
+    prompt = "x" * (PREFILL_CAPACITY + 100)
+    t0 = time.monotonic()
+    r = requests.post(p1["d2"] + "/generate", json=body(prompt, max_new=2), timeout=60)
+    elapsed = time.monotonic() - t0
+    assert r.status_code != 200, r.text
+    assert "out of memory" in r.text, r.text
+    print(f"prefill rejection answered in {elapsed:.2f}s")
+    assert elapsed < 5, elapsed
+    assert_same(_run(p1["d2"], PROMPTS[0]), _run(p1["d4"], PROMPTS[0]), "after a rejected request")

@@ -9,6 +9,7 @@ from pdctl.plan import head_slice_params, heads_on_rank, prefill_peers
 from pdctl.transfer.handshake import handshake_problem
 from pdctl.transfer.sender import (
     AUX_SLOT_BYTES,
+    aux_cached_tokens,
     decode_aux,
     encode_aux,
     full_page_pairs,
@@ -51,6 +52,9 @@ def test_aux_roundtrip_and_limits():
     blob = encode_aux(65, -0.25, [(-0.25, 65), (-3.5, 66)])
     slot = blob + bytes(AUX_SLOT_BYTES - len(blob))
     assert decode_aux(slot) == (65, -0.25, [(-0.25, 65), (-3.5, 66)])
+    assert aux_cached_tokens(slot) == 0
+    blob = encode_aux(65, -0.25, [], cached_tokens=48)
+    assert aux_cached_tokens(blob + bytes(AUX_SLOT_BYTES - len(blob))) == 48
     with pytest.raises(ValueError):
         decode_aux(bytes(AUX_SLOT_BYTES))  # never written
     with pytest.raises(ValueError):
