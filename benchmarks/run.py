@@ -25,7 +25,7 @@ def main() -> int:
         start = time.monotonic()
         try:
             rc = importlib.import_module(f"benchmarks.{name}").main()
-        except Exception as exc:  # a benchmark's crash must not hide the others' numbers
+        except Exception as exc:  # noqa: BLE001 - a benchmark's crash must not hide the others' numbers
             print(f"{name} FAILED: {exc!r}", flush=True)
             rc = 1
         print(f"({name}: {time.monotonic() - start:.1f} s)", flush=True)

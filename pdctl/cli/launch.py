@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from pdctl.cli.options import run_dir_option
 from pdctl.cli.render import console, err_console, write_json
 
 
@@ -192,9 +193,7 @@ class _ProgressView:
 
 
 @click.command("status")
-@click.option(
-    "--run-dir", type=click.Path(file_okay=False), default=None, help="Run directory (default: latest)."
-)
+@run_dir_option
 @click.option("--json", "json_path", default=None, help="Write the status document ('-' = stdout).")
 def status(run_dir: str | None, json_path: str | None) -> None:
     """Health of every process of a run and of the router (exit 1 if any is unhealthy)."""
@@ -230,9 +229,7 @@ def status(run_dir: str | None, json_path: str | None) -> None:
 
 @click.command("logs")
 @click.argument("process", required=False)
-@click.option(
-    "--run-dir", type=click.Path(file_okay=False), default=None, help="Run directory (default: latest)."
-)
+@run_dir_option
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new lines (one process).")
 @click.option(
     "--tail", "-n", type=click.IntRange(min=1), default=50, show_default=True, help="Lines to show."
@@ -269,9 +266,7 @@ def logs(process: str | None, run_dir: str | None, follow: bool, tail: int) -> N
 
 
 @click.command("down")
-@click.option(
-    "--run-dir", type=click.Path(file_okay=False), default=None, help="Run directory (default: latest)."
-)
+@run_dir_option
 @click.option(
     "--grace",
     type=click.FloatRange(min=0),

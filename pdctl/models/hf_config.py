@@ -7,11 +7,11 @@ Keys follow the HF conventions SGLang itself reads: `num_key_value_heads` (defau
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pdctl.errors import UserError
+from pdctl.jsonfiles import read_json_object
 from pdctl.models.spec import LayerType, ModelSpec
 
 _SLIDING = {"sliding_attention", "sliding", "local_attention", "swa"}
@@ -20,15 +20,7 @@ _FULL = {"full_attention", "full", "attention", "global_attention"}
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """Load a config.json; unreadable or non-object JSON is bad input (UserError), not a crash."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read model config: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"{path}: not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a JSON object in a model config, got {type(data).__name__}")
-    return data
+    return read_json_object(path, "model config")
 
 
 def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None) -> int | None:

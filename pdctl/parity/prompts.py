@@ -15,13 +15,13 @@ sliding window and vocabulary of the model), then explicit overrides from the co
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pdctl.errors import UserError
+from pdctl.jsonfiles import iter_jsonl
 
 # Token ids the suite draws from when the vocabulary is large: SGLang's parity kit uses 100..1099, which is
 # plain text in every BPE vocabulary we know and far from the special tokens at the top.
@@ -251,19 +251,9 @@ def shared_prefix_variant(prompt: Prompt, *, page_size: int, vocab_size: int | N
 def load_prompts_file(path: str | Path, *, vocab_size: int | None = None) -> list[Prompt]:
     """Prompts from a JSONL file of {"text": ...} or {"input_ids": [...]} lines (optional "name")."""
     file = Path(path)
-    try:
-        lines = file.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise UserError(f"cannot read --prompts file {file}: {exc.strerror or exc}") from exc
     prompts: list[Prompt] = []
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for lineno, doc in iter_jsonl(file, "--prompts file"):
         where = f"{file}:{lineno}"
-        try:
-            doc = json.loads(line)
-        except ValueError as exc:
-            raise UserError(f"{where}: not valid JSON ({exc})") from exc
         if not isinstance(doc, dict):
             raise UserError(f'{where}: expected an object with "text" or "input_ids"')
         name = str(doc.get("name") or f"line{lineno}")

@@ -6,12 +6,12 @@ treats a reference checkpoint exactly like a real one.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pdctl.errors import UserError
+from pdctl.jsonfiles import read_json_object
 
 MODEL_TYPE = "pdctl-reference"
 KV_LAYOUTS = ("nhd", "hnd", "vectorized_5d")
@@ -124,14 +124,9 @@ def default_layer_types(num_layers: int) -> list[str]:
 def load_config(model_dir: str | Path) -> ModelConfig:
     """Read DIR/config.json; a missing or malformed file is a UserError (exit 2), not a traceback."""
     path = Path(model_dir) / "config.json"
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise UserError(f"{path}: no config.json (create one with `pdctl reference init-checkpoint DIR`)") from exc
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"{path}: cannot read config.json: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise UserError(f"{path}: config.json must be a JSON object")
+    doc = read_json_object(
+        path, "config.json", missing_hint="no config.json (create one with `pdctl reference init-checkpoint DIR`)"
+    )
     return ModelConfig.from_dict(doc, source=str(path))
 
 

@@ -128,6 +128,9 @@ class Role(Protocol):
     def before_decode(self, req: RequestInfo, kv: KVHandle, done: DecodeDone) -> None:
         """Decode role: receive KV into KV's pages asynchronously, then DONE(FirstToken | error)."""
 
+    def abort_request(self, req: RequestInfo, message: str) -> None:
+        """REQ failed on this side before its transfer began (rejected, OOM): tell the PD peer at once."""
+
 
 class ColocatedRole:
     """No disaggregation: the scheduler prefills and decodes itself; the hooks are never called."""
@@ -150,6 +153,9 @@ class ColocatedRole:
     def before_decode(self, req: RequestInfo, kv: KVHandle, done: DecodeDone) -> None:
         """Never called for colocated serving."""
         raise RuntimeError("colocated role has no decode hook")
+
+    def abort_request(self, req: RequestInfo, message: str) -> None:
+        """No peer to tell."""
 
 
 def make_role(name: str, ctx: RoleContext) -> Role:

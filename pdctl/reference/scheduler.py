@@ -399,10 +399,9 @@ class Scheduler:
             self._waiting.remove(req)
         self._transferring.pop(id(req), None)
         self._release(req.seq)
-        abort = getattr(self.role, "abort_request", None)
-        if error is not None and req.state != "transferring" and abort is not None:
+        if error is not None and req.state != "transferring":
             # Failed before the role got it (rejected, OOM, step error): the role tells its PD peer now.
-            abort(self._info(req), error)
+            self.role.abort_request(self._info(req), error)
         if error is not None:
             req.fail(error, status)
         else:

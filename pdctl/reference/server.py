@@ -25,6 +25,7 @@ from pdctl.reference.args import ServerArgs, parse_args
 from pdctl.reference.engine import Engine, build_engine
 from pdctl.reference.openai_api import chat_response, completion_response, parse_completion
 from pdctl.reference.request import GenRequest
+from pdctl.reference.roles import RequestInfo
 from pdctl.reference.sampling import SamplingParams
 
 log = logging.getLogger("pdctl.reference.server")
@@ -74,6 +75,20 @@ def _sse(doc: Any) -> StreamingResponse:
     return StreamingResponse(gen(), media_type="text/event-stream")
 
 
+def _abort_pd_room(engine: Engine, body: Any, message: str) -> None:
+    """A PD half rejected a request before scheduling it: tell the peer now, so it does not wait for a timeout."""
+    if engine.args.role == "colocated" or not isinstance(body, dict) or body.get("bootstrap_room") is None:
+        return
+    try:
+        info = RequestInfo(rid=str(body.get("rid") or "rejected"), input_ids=[],
+                           bootstrap_host=body.get("bootstrap_host"), bootstrap_port=int(body["bootstrap_port"])
+                           if body.get("bootstrap_port") is not None else None,
+                           bootstrap_room=int(body["bootstrap_room"]))
+    except (TypeError, ValueError):
+        return
+    engine.role.abort_request(info, message)
+
+
 def create_app(engine: Engine) -> FastAPI:
     """The FastAPI app serving ENGINE (the engine thread starts/stops with the app's lifespan)."""
 
@@ -117,7 +132,11 @@ def create_app(engine: Engine) -> FastAPI:
     @app.post("/generate")
     async def generate(request: Request) -> Response:
         body = await _json(request)
-        reqs, batch = parse_generate(body, engine.context_length)
+        try:
+            reqs, batch = parse_generate(body, engine.context_length)
+        except ApiError as exc:
+            _abort_pd_room(engine, body, exc.message)
+            raise
         done = await _run(engine, reqs)
         bad = _failed(done)
         if bad is not None:

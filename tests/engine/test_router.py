@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import requests
 
-from tests.support.net import free_port
+from tests.support.net import free_port, wait_http_ok
 from tests.support.servers import kill_group, start_reference_server
 
 pytestmark = pytest.mark.e2e
@@ -18,21 +17,8 @@ pytestmark = pytest.mark.e2e
 
 def _router_ready(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
     """Wait until the router answers /generate through a healthy worker (or fail with its log)."""
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"router exited with {proc.returncode}")
-        try:
-            r = requests.post(url + "/generate", timeout=10,
-                              json={"text": "ping", "sampling_params": {"max_new_tokens": 1, "temperature": 0}})
-            if r.status_code == 200:
-                return
-            last = f"HTTP {r.status_code}: {r.text[:200]}"
-        except requests.RequestException as exc:
-            last = str(exc)
-        time.sleep(0.3)
-    raise TimeoutError(f"router not routing after {timeout}s: {last}")
+    ping = {"text": "ping", "sampling_params": {"max_new_tokens": 1, "temperature": 0}}
+    wait_http_ok(url + "/generate", timeout=timeout, proc=proc, post_json=ping, request_timeout=10, interval=0.3)
 
 
 def test_router_routes_generate_to_reference_server(ref_checkpoint, tmp_path):

@@ -72,7 +72,7 @@ def test_shots_file_wins(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ('{"question": "q", "answer": "#### 1"}\nnot json\n', ":2: not JSON"),
+        ('{"question": "q", "answer": "#### 1"}\nnot json\n', ":2: not valid JSON"),
         ('{"question": "q"}\n', 'string "question" and "answer"'),
         ("", "no GSM8K items"),
         ('{"question": "q", "answer": "no number"}\n', "no numeric answer"),

@@ -40,6 +40,7 @@ def p2(ref_checkpoint, tmp_path_factory):
 
 
 PREFILL_CAPACITY = 512  # p1's prefill --max-total-tokens: a longer prompt is rejected there, not on decode
+PREFILL_CONTEXT = 1024  # p1's prefill --context-length (decode keeps the model's 4096)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,7 @@ def p1(ref_checkpoint, tmp_path_factory):
         {"d2": (2, []), "d4": (4, [])},
         {"d2", "d4"},
         tmp_path_factory.mktemp("p1"),
-        prefill_args=["--max-total-tokens", str(PREFILL_CAPACITY)],
+        prefill_args=["--max-total-tokens", str(PREFILL_CAPACITY), "--context-length", str(PREFILL_CONTEXT)],
     ) as routers:
         yield routers
 
@@ -147,3 +148,15 @@ def test_prefill_rejection_reaches_decode_fast(p1):
     print(f"prefill rejection answered in {elapsed:.2f}s")
     assert elapsed < 5, elapsed
     assert_same(_run(p1["d2"], PROMPTS[0]), _run(p1["d4"], PROMPTS[0]), "after a rejected request")
+
+
+def test_prefill_request_validation_error_reaches_decode_fast(p1):
+    """A prompt past prefill's context length is refused by its HTTP layer, before the scheduler sees it: decode
+    must still hear of it at once (room aborted), not after its 30 s --transfer-timeout."""
+    prompt = "y" * (PREFILL_CONTEXT + 50)
+    t0 = time.monotonic()
+    r = requests.post(p1["d2"] + "/generate", json=body(prompt, max_new=2), timeout=60)
+    elapsed = time.monotonic() - t0
+    assert r.status_code != 200, r.text
+    assert "context length" in r.text, r.text
+    assert elapsed < 5, elapsed

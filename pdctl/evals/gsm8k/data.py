@@ -16,7 +16,6 @@ Few-shot examples (`--num-shots K`), in order of precedence:
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import threading
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from pdctl.errors import UserError
 from pdctl.evals.gsm8k.scoring import INVALID, label_value
+from pdctl.jsonfiles import iter_jsonl
 
 DATASET = "openai/gsm8k"
 CONFIG = "main"
@@ -54,18 +54,8 @@ class EvalData:
 def read_jsonl(path: str | Path) -> list[Item]:
     """Items of a `{"question", "answer"}` JSONL file; a clear UserError naming the line when malformed."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise UserError(f"cannot read GSM8K data file {path}: {exc.strerror or exc}") from exc
     items: list[Item] = []
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except ValueError as exc:
-            raise UserError(f"{path}:{lineno}: not JSON ({exc})") from exc
+    for lineno, doc in iter_jsonl(path, "GSM8K data file"):
         if not isinstance(doc, dict) or not isinstance(doc.get("question"), str) or not isinstance(
             doc.get("answer"), str
         ):

@@ -18,6 +18,7 @@ from typing import Any
 from pdctl.errors import CheckFailed, UserError
 from pdctl.launch.executors.local import LocalExecutor
 from pdctl.launch.plan import LaunchPlan, ProcessSpec
+from pdctl.launch.state import new_record
 
 SCRIPT_NAME = "launch.sbatch"
 
@@ -154,24 +155,7 @@ class SlurmExecutor:
 
 def job_records(plan: LaunchPlan, run_dir: Path, job_id: str) -> list[dict[str, Any]]:
     """State records of a submitted plan: every process, controlled through the job."""
-    out = []
-    for proc in plan.processes():
-        out.append(
-            {
-                "name": proc.name,
-                "role": proc.role,
-                "replica": proc.replica,
-                "node": proc.node,
-                "host": proc.host,
-                "node_rank": proc.node_rank,
-                "url": proc.url,
-                "health_path": proc.health_path,
-                "log": str((run_dir / "logs" / f"{proc.name}.log").resolve()),
-                "executor": "slurm",
-                "job_id": job_id,
-                "pid": None,
-                "pgid": None,
-                "ssh": None,
-            }
-        )
-    return out
+    return [
+        new_record(proc, run_dir) | {"executor": "slurm", "job_id": job_id, "ssh": None}
+        for proc in plan.processes()
+    ]
