@@ -12,15 +12,13 @@ lm-eval runs offline: its gsm8k task is re-declared over local JSON files (`data
 Install it with: pip install "lm-eval[api]==0.4.13"
 
 Environment knobs: BENCH_EVAL_N (questions, default 20), BENCH_EVAL_SHOTS (2), BENCH_EVAL_TOKENS (32),
-BENCH_EVAL_PARALLEL (8).
+BENCH_EVAL_PARALLEL (8). Run alone (from the repository root): `python -m benchmarks.bench_eval`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,7 +27,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
-STOP = ["Question", "Assistant:", "<|separator|>"]
 
 TASK_YAML = """\
 task: gsm8k_pdctl_bench
@@ -77,33 +74,13 @@ metadata:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
-    import requests
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"reference engine exited with {proc.returncode}")
-        try:
-            if requests.get(url + "/health", timeout=2).status_code == 200:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(0.3)
-    raise TimeoutError(f"reference engine at {url} not healthy after {timeout:.0f} s")
-
-
 def _start_engine(tmp: Path) -> tuple[subprocess.Popen, str, Path]:
     from pdctl.reference.checkpoint import init_checkpoint
+    from tests.support.net import free_port, wait_http_ok
+    from tests.support.servers import kill_group
 
     ckpt = init_checkpoint(tmp / "reference-tiny", seed=0)
-    port = _free_port()
+    port = free_port()
     log = tmp / "engine.log"
     cmd = [sys.executable, "-m", "pdctl.reference", "--model-path", str(ckpt), "--role", "colocated", "--tp", "1",
            "--host", "127.0.0.1", "--port", str(port)]
@@ -111,22 +88,12 @@ def _start_engine(tmp: Path) -> tuple[subprocess.Popen, str, Path]:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(url, proc)
+        wait_http_ok(url + "/health", timeout=120.0, proc=proc, interval=0.3)
     except Exception:
-        _stop(proc)
+        kill_group(proc, timeout=15)
         print(log.read_text()[-2000:])
         raise
     return proc, url, log
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
 
 
 def _timed(cmd: list[str], timeout: float, env: dict[str, str], flush: str) -> tuple[float, subprocess.CompletedProcess]:
@@ -148,6 +115,9 @@ def _lm_eval_scores(out_dir: Path) -> dict[str, float]:
 
 def main() -> int:
     """Run both tools once each on one engine; print wall times and the ratio. 0 = ran (or skipped)."""
+    from pdctl.evals.gsm8k.prompt import STOP  # the stop strings pdctl sends: lm-eval gets the same ones
+    from tests.support.servers import kill_group
+
     try:
         import lm_eval  # noqa: F401
     except ImportError:
@@ -166,7 +136,7 @@ def main() -> int:
         tasks = tmp / "tasks"
         tasks.mkdir()
         (tasks / "gsm8k_pdctl_bench.yaml").write_text(
-            TASK_YAML.format(train=train, test=test, stop=json.dumps(STOP), tokens=tokens))
+            TASK_YAML.format(train=train, test=test, stop=json.dumps(list(STOP)), tokens=tokens))
         proc, url, _ = _start_engine(tmp)
         try:
             pdctl_cmd = [sys.executable, "-m", "pdctl", "eval", "gsm8k", "--url", url, "--api", "completion",
@@ -192,7 +162,7 @@ def main() -> int:
                 return 1
             t_pd2, out_pd = _timed(pdctl_cmd, 900, env, flush=url)
         finally:
-            _stop(proc)
+            kill_group(proc, timeout=15)
         t_pd = (t_pd1 + t_pd2) / 2
         ours = json.loads((tmp / "pdctl.json").read_text())
         theirs = _lm_eval_scores(tmp / "lm_eval_out")

@@ -40,10 +40,12 @@ def iter_jsonl(path: Path, what: str) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) for each non-blank line of the JSONL file PATH.
 
     WHAT names the file in the read error ("cannot read WHAT PATH"); a line that is not JSON is a UserError
-    "PATH:LINE: not valid JSON", so callers only validate the shape of each value.
+    "PATH:LINE: not valid JSON", so callers only validate the shape of each value. Lines end at "\n" only
+    (a "\r" before it is JSON whitespace): str.splitlines() would also cut at U+2028 or U+0085, which JSON
+    writers leave unescaped inside strings.
     """
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8").split("\n")
     except OSError as exc:
         raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

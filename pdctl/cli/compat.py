@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pdctl.cli.render import console, err_console, write_json
-from pdctl.compat.findings import NOT_APPLICABLE
+from pdctl.compat.findings import NOT_APPLICABLE, verdict
 from pdctl.errors import CheckFailed
 
 _VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "warn": "yellow", "note": "cyan", "n/a": "dim"}
@@ -61,11 +61,8 @@ def _render_findings(out: Console, findings: list[dict[str, Any]]) -> None:
     for col in ("rule", "severity", "verdict", "message", "fix"):
         table.add_column(col, overflow="fold")
     for f in findings:
-        verdict = "pass" if f["ok"] else {"error": "FAIL", "warning": "warn", "info": "note"}[f["severity"]]
-        if f["ok"] and f["message"] == NOT_APPLICABLE:
-            verdict = "n/a"
-        style = _VERDICT_STYLE[verdict]
-        table.add_row(f["rule"], f["severity"], f"[{style}]{verdict}[/]", f["message"], f["fix"] or "")
+        word = "n/a" if f["ok"] and f["message"] == NOT_APPLICABLE else verdict(f["severity"], f["ok"])
+        table.add_row(f["rule"], f["severity"], f"[{_VERDICT_STYLE[word]}]{word}[/]", f["message"], f["fix"] or "")
     out.print(table)
 
 
@@ -155,25 +152,19 @@ def check_compat(topology: str, json_path: str | None, tokens: int) -> None:
 @click.option("--json", "json_path", metavar="PATH", help="Write the plan as JSON to PATH ('-' = stdout).")
 def plan(topology: str, tokens: int, prefix_len: int, json_path: str | None) -> None:
     """Show the KV transfer plan of TOPOLOGY: head ownership and descriptors/bytes per rank pair."""
-    from pdctl.compat.evaluate import attn_tp_info
+    from pdctl.compat.evaluate import attn_tp_info, heads_and_transfer
     from pdctl.errors import UserError
-    from pdctl.plan import ownership_map, ratio_ok, transfer_plan
 
     topo, spec = _load(topology)
     if prefix_len > tokens:
         raise UserError(f"--prefix ({prefix_len}) is longer than --tokens ({tokens})")
     prefill, decode = topo.require_pd("plan")  # a colocated topology has no KV transfer to plan
-    p_tp, d_tp = prefill.attn_tp, decode.attn_tp
-    if not ratio_ok(p_tp, d_tp):
-        raise CheckFailed(f"{topo.name}: no transfer plan: attention TP {p_tp} and {d_tp} do not divide each "
-                          "other (see `pdctl check-compat`)")
-    doc = {
-        "topology": topo.name,
-        "model": spec.to_dict(),
-        "attn_tp": attn_tp_info(topo),
-        "heads": ownership_map(p_tp, d_tp, 1 if spec.mla else spec.num_kv_heads),
-        "transfer": transfer_plan(topo, spec, tokens, prefix_len).to_dict(),
-    }
+    heads, transfer = heads_and_transfer(topo, spec, tokens, prefix_len)
+    if transfer is None:
+        raise CheckFailed(f"{topo.name}: no transfer plan: attention TP {prefill.attn_tp} and {decode.attn_tp} do "
+                          "not divide each other (see `pdctl check-compat`)")
+    doc = {"topology": topo.name, "model": spec.to_dict(), "attn_tp": attn_tp_info(topo), "heads": heads,
+           "transfer": transfer}
     out = _out(json_path)
     _render_model(out, doc["model"], doc["attn_tp"])
     _render_heads(out, doc["heads"], spec.mla)

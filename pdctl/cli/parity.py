@@ -39,7 +39,7 @@ def _render(result, out) -> None:
         table = Table(title=title, title_justify="left")
         for col in ("prompt", "send", "tokens", "first mismatch", "max |Δ|", "prefill differs", "cached", "status"):
             table.add_column(col)
-        shown = mode.failures or []
+        shown = mode.failures
         for comp in shown:
             status = f"explained: {comp.explained_by}" if comp.explained_by else "[red]FAIL[/]"
             table.add_row(

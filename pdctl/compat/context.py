@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pdctl.models.spec import ModelSpec
+from pdctl.topology.sections import BLACKWELL_GPUS
 
-BLACKWELL = frozenset({"gb300", "gb200", "b200"})  # SM100 family
+BLACKWELL = BLACKWELL_GPUS  # SM100 family
 HOPPER = frozenset({"h100", "h200"})  # SM90
 
 
@@ -60,6 +61,10 @@ class Context:
     def swa_head_slice(self) -> bool:
         """The SWA state goes through `_get_mha_head_slice_blocks`: unequal TP, hybrid SWA, not MLA."""
         return self.unequal and self.hybrid_swa and not self.mla
+
+    def kv_entries(self, role: Any) -> int:
+        """KV buffers a role registers for transfer: one page envelope with unified memory, else K and V per layer."""
+        return 1 if role.unified_memory else 2 * self.spec.num_layers
 
     def gpu_kinds(self, role: Any) -> list[str]:
         """GPU kinds of a role's nodes, in node order, without repeats."""

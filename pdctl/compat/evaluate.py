@@ -43,27 +43,32 @@ def attn_tp_info(topo: Any) -> dict[str, dict[str, int | bool]]:
     }
 
 
-def compat_report(topo: Any, spec: ModelSpec, tokens: int = 8192) -> dict[str, Any]:
-    """The whole check-compat document: verdict, model spec, findings, head map, attn TP, transfer plan.
+def heads_and_transfer(
+    topo: Any, spec: ModelSpec, tokens: int, prefix_len: int = 0
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The KV head ownership map and the transfer plan of one request, as JSON-ready data.
 
-    The head map and transfer plan are only computable when the TP sizes map onto each other; when they do
-    not, they are empty / null and the findings say why. A colocated topology has neither (no transfer).
+    Only computable when the attention TP sizes map onto each other; otherwise ([], None), and the
+    attn-tp-ratio finding says why. A colocated topology has neither (no transfer).
     """
     from pdctl.plan.heads import ownership_map, ratio_ok
     from pdctl.plan.transfer import transfer_plan
 
+    if getattr(topo, "mode", "pd") != "pd" or not ratio_ok(topo.prefill.attn_tp, topo.decode.attn_tp):
+        return [], None
+    heads = ownership_map(topo.prefill.attn_tp, topo.decode.attn_tp, 1 if spec.mla else spec.num_kv_heads)
+    return heads, transfer_plan(topo, spec, tokens, prefix_len).to_dict()
+
+
+def compat_report(topo: Any, spec: ModelSpec, tokens: int = 8192) -> dict[str, Any]:
+    """The whole check-compat document: verdict, model spec, findings, head map, attn TP, transfer plan
+    (the last two empty / null where `heads_and_transfer` cannot compute them)."""
     findings = evaluate(topo, spec)
-    mode = getattr(topo, "mode", "pd")
-    heads: list[dict[str, Any]] = []
-    transfer: dict[str, Any] | None = None
-    if mode == "pd" and ratio_ok(topo.prefill.attn_tp, topo.decode.attn_tp):
-        p_tp, d_tp = topo.prefill.attn_tp, topo.decode.attn_tp
-        heads = ownership_map(p_tp, d_tp, 1 if spec.mla else spec.num_kv_heads)
-        transfer = transfer_plan(topo, spec, tokens).to_dict()
+    heads, transfer = heads_and_transfer(topo, spec, tokens)
     return {
         "ok": is_compatible(findings),
         "topology": topo.name,
-        "mode": mode,
+        "mode": getattr(topo, "mode", "pd"),
         "source": str(topo.source_path) if getattr(topo, "source_path", None) else None,
         "model": spec.to_dict(),
         "findings": [f.to_dict() for f in findings],

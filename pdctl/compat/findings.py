@@ -53,6 +53,11 @@ class Rule:
     colocated: bool = False
 
 
+def verdict(severity: str, ok: bool) -> str:
+    """The table's word for a finding: pass, or FAIL / warn / note by severity (also for JSON findings)."""
+    return "pass" if ok else {"error": "FAIL", "warning": "warn", "info": "note"}[severity]
+
+
 @dataclass(frozen=True)
 class Finding:
     """The verdict of one rule on one topology: `ok` is false when the rule fired."""
@@ -71,9 +76,7 @@ class Finding:
     @property
     def verdict(self) -> str:
         """pass / FAIL / warn / note, as the table shows it."""
-        if self.ok:
-            return "pass"
-        return {"error": "FAIL", "warning": "warn", "info": "note"}[self.severity]
+        return verdict(self.severity, self.ok)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape CLI.md fixes: rule, severity, ok, message, fix."""

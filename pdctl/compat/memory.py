@@ -63,12 +63,9 @@ def unified_memory_both(ctx: Context) -> Outcome:
     """One envelope region on one side against per-layer regions on the other do not pair up."""
     roles = _unified_roles(ctx)
     if len(roles) == 1:
-        n = 2 * ctx.spec.num_layers
-        pre_n = 1 if ctx.pre.unified_memory else n
-        dec_n = 1 if ctx.dec.unified_memory else n
         return fired(
             "PD KV layout mismatch on the whole-envelope path: prefill has "
-            f"{pre_n} KV region(s), decode has {dec_n}. With --enable-unified-memory both sides must "
+            f"{ctx.kv_entries(ctx.pre)} KV region(s), decode has {ctx.kv_entries(ctx.dec)}. With --enable-unified-memory both sides must "
             f"enable it and use the same page size and model spec. (set only on {roles[0]})"
         )
     return passed("unified memory off" if not roles else "unified memory on both roles")

@@ -56,11 +56,9 @@ def hetero_tp_swa_buffers(ctx: Context) -> Outcome:
         return skip
     uni = [r for r in ctx.roles() if r.unified_memory]
     if uni:
-        n = 2 * ctx.spec.num_layers
-        counts = {r.name: (1 if r.unified_memory else n) for r in ctx.roles()}
         return fired(
             "Head-sliced PD transfer needs matching per-layer K/V buffers: "
-            f"prefill has {counts['prefill']} entries, decode has {counts['decode']} "
+            f"prefill has {ctx.kv_entries(ctx.pre)} entries, decode has {ctx.kv_entries(ctx.dec)} "
             f"(unified_memory on {', '.join(r.name for r in uni)})"
         )
     return passed("per-layer K/V buffers on both roles")

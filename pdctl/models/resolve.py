@@ -42,17 +42,13 @@ def hf_cached_config(repo_id: str, revision: str | None) -> tuple[Path | None, s
     repo_dir = hf_hub_dir() / ("models--" + repo_id.replace("/", "--"))
     snapshots = repo_dir / "snapshots"
     candidates: list[Path] = []
+    ref = repo_dir / "refs" / (revision or "main")  # a branch or tag name -> the commit of its snapshot
+    if ref.is_file():
+        candidates.append(snapshots / ref.read_text(encoding="utf-8").strip())
     if revision:
-        ref = repo_dir / "refs" / revision
-        if ref.is_file():
-            candidates.append(snapshots / ref.read_text(encoding="utf-8").strip())
-        candidates.append(snapshots / revision)
-    else:
-        ref = repo_dir / "refs" / "main"
-        if ref.is_file():
-            candidates.append(snapshots / ref.read_text(encoding="utf-8").strip())
-        if snapshots.is_dir():
-            candidates.extend(sorted(p for p in snapshots.iterdir() if p.is_dir()))
+        candidates.append(snapshots / revision)  # a commit hash names its snapshot directly
+    elif snapshots.is_dir():
+        candidates.extend(sorted(p for p in snapshots.iterdir() if p.is_dir()))
     for snap in candidates:
         cfg = snap / "config.json"
         if cfg.is_file():

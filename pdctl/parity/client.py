@@ -31,14 +31,11 @@ def generate_body(prompt: Prompt, *, max_new_tokens: int, logprob_start_len: int
     }
 
 
-def generate(
-    url: str, prompt: Prompt, *, max_new_tokens: int, logprob_start_len: int = 0, session: requests.Session | None = None
-) -> dict[str, Any]:
+def generate(url: str, prompt: Prompt, *, max_new_tokens: int, logprob_start_len: int = 0) -> dict[str, Any]:
     """POST /generate and return its meta_info (plus output_ids); a server error fails the check (exit 1)."""
     body = generate_body(prompt, max_new_tokens=max_new_tokens, logprob_start_len=logprob_start_len)
-    poster = session or requests
     try:
-        response = poster.post(url.rstrip("/") + "/generate", json=body, timeout=GENERATE_TIMEOUT_S)
+        response = requests.post(url.rstrip("/") + "/generate", json=body, timeout=GENERATE_TIMEOUT_S)
     except requests.RequestException as exc:
         raise CheckFailed(f"{url}: /generate for prompt {prompt.name} failed: {exc}") from exc
     if response.status_code != 200:

@@ -15,8 +15,6 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-NO_REUSE = "no prefix reuse (cached_tokens = 0) where a cached prefix was expected"
-
 
 @dataclass
 class Comparison:
@@ -38,16 +36,6 @@ class Comparison:
     passed: bool = True
     reason: str = ""
     explained_by: str | None = None  # "prefill_differs" | "control" for failures that are not the transfer's
-    cached_source: str = "response"  # or "prefill (direct)": see pdctl.parity.pd_probe
-
-    def set_prefill_cached(self, cached: int) -> None:
-        """Record prefix reuse measured on prefill directly (the router's answer carried decode's count)."""
-        self.cached_tokens = cached
-        self.cached_source = "prefill (direct)"
-        if cached > 0:
-            reasons = [r for r in self.reason.split("; ") if r and r != NO_REUSE]
-            self.reason = "; ".join(reasons)
-            self.passed = not reasons
 
     def failure_doc(self) -> dict[str, Any]:
         """The failure entry of the --json document (CLI.md keys first, then the extras)."""
@@ -145,7 +133,7 @@ def compare(
     if max_delta > tolerance:
         reasons.append(f"|Δ logprob| {max_delta:.4g} > {tolerance:g}")
     if expect_cached and cached <= 0:
-        reasons.append(NO_REUSE)
+        reasons.append("no prefix reuse (cached_tokens = 0) where a cached prefix was expected")
     return Comparison(
         prompt=prompt,
         prompt_name=prompt_name,

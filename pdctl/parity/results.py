@@ -89,7 +89,6 @@ class ModeResult:
             "unexplained": len(self.unexplained),
             "max_abs_delta": _finite(max((c.max_abs_delta for c in self.comparisons), default=0.0)),
             "cached_tokens": [c.cached_tokens for c in self.comparisons],
-            "cached_tokens_source": [c.cached_source for c in self.comparisons],
         }
         if self.control is not None:
             doc["control"] = {

@@ -4,8 +4,10 @@
   is the deployment's.
 - warm: each prompt sent once to fill the candidate's caches, decode flushed (prefill keeps its prefix
   cache), then sent again; then a shared-prefix variant (the prompt's page-aligned prefix with a new tail).
-  Both must report cached_tokens > 0 where a full page could be reused. The second send asks for logprobs
-  of the last prompt position only: SGLang does not match a cached prefix past `logprob_start_len`.
+  Both must report cached_tokens > 0 where a full page could be reused, read from the answer itself: in PD,
+  SGLang's decode (and the reference engine's) reports prefill's count, which travels with the KV. The second
+  send asks for logprobs of the last prompt position only: SGLang does not match a cached prefix past
+  `logprob_start_len`.
 - concurrent: the whole suite, several copies, sent at once, so that requests are batched (and later copies
   reuse earlier copies' prefixes).
 The reference's cold answers are the ground truth for every mode; the control repeats the warm and
@@ -24,7 +26,6 @@ from pdctl.errors import CheckFailed
 from pdctl.parity import client
 from pdctl.parity.compare import Comparison, compare
 from pdctl.parity.endpoints import Target
-from pdctl.parity.pd_probe import prefill_cached_tokens
 from pdctl.parity.prompts import Prompt, shared_prefix_variant
 from pdctl.parity.results import ModeResult, ParityResult
 
@@ -142,34 +143,20 @@ class ParityRun:
             if isinstance(prime, str):
                 out.append(_errored(i, prompt, label, ref, prime))
                 continue
+            # the variant shares the prompt's full pages (text: its whole text), if the prompt has any
+            expect_cached = enforce_cache and _reusable(prompt, ref, self.opts)
             _flush(target.flush_decode)
             again = _try_send(target, prompt, self.opts, start=_warm_start(prompt, ref))
             out.append(_judge(again, ref, index=i, prompt=prompt, label=label, opts=self.opts,
-                              expect_cached=enforce_cache and _reusable(prompt, ref, self.opts)))
-            self._probe_prefill(target, out[-1], prompt, ref)
+                              expect_cached=expect_cached))
             variant, ref_variant = self.variants[i], self.ref_variants[i]
             if variant is None or ref_variant is None:
                 continue
             _flush(target.flush_decode)
             answer = _try_send(target, variant, self.opts, start=_warm_start(variant, ref_variant))
-            # the variant shares the prompt's full pages (text: its whole text), if the prompt has any
             out.append(_judge(answer, ref_variant, index=i, prompt=variant, label=f"{label}:prefix", opts=self.opts,
-                              expect_cached=enforce_cache and _reusable(prompt, ref, self.opts)))
-            self._probe_prefill(target, out[-1], variant, ref_variant)
+                              expect_cached=expect_cached))
         return out
-
-    def _probe_prefill(self, target: Target, comp: Comparison, prompt: Prompt, ref: dict[str, Any]) -> None:
-        """Router said cached_tokens 0 where reuse was expected: ask the PD pair directly (see pd_probe)."""
-        if not (comp.expect_cached and comp.cached_tokens <= 0 and target.prefill_urls and target.flush_decode):
-            return
-        for prefill_url in target.prefill_urls:  # the router may have primed any prefill replica
-            _flush(target.flush_decode)
-            cached = prefill_cached_tokens(prefill_url, target.flush_decode[0], prompt,
-                                           max_new_tokens=self.opts.max_new_tokens,
-                                           logprob_start_len=_warm_start(prompt, ref))
-            if cached:
-                comp.set_prefill_cached(cached)
-                return
 
     # -- concurrent ------------------------------------------------------------------------------------
     def _concurrent_on(self, target: Target, *, label: str) -> list[Comparison]:

@@ -70,8 +70,12 @@ class ParityRequest:
 
 
 def candidate_target(req: ParityRequest) -> Target:
-    """The candidate deployment: a URL (with optional decode/prefill URLs) or a run dir's state.json."""
+    """The candidate deployment: a URL (with optional decode/prefill URLs) or a run dir's state.json.
+
+    UserError (exit 2) when it does not answer at all.
+    """
     if req.candidate_url is not None:
+        client.check_reachable(req.candidate_url, "candidate")  # before asking it for its workers
         decode, prefill = req.decode_urls, req.prefill_urls
         if not decode and not prefill:
             # A PD router lists its workers (GET /workers): then warm can flush decode only, like --run-dir.
@@ -79,13 +83,16 @@ def candidate_target(req: ParityRequest) -> Target:
             if found_prefill and found_decode:
                 prefill, decode = tuple(found_prefill), tuple(found_decode)
         return target_from_url(req.candidate_url, decode_urls=decode, prefill_urls=prefill)
-    return target_from_run_dir(req.run_dir)
+    target = target_from_run_dir(req.run_dir)
+    client.check_reachable(target.url, "candidate")
+    return target
 
 
 @contextlib.contextmanager
 def reference_target(req: ParityRequest) -> Iterator[Target]:
-    """The reference: a URL, or a topology launched for the duration of the block."""
+    """The reference: a URL (UserError when it does not answer), or a topology launched for the block."""
     if req.reference_url is not None:
+        client.check_reachable(req.reference_url, "reference")
         yield target_from_url(req.reference_url)
         return
     assert req.reference_topology is not None
@@ -159,12 +166,7 @@ def build_prompts(req: ParityRequest, facts: SuiteFacts) -> list[Prompt]:
 def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityResult:
     """Do the whole run the user asked for; the reference topology (if any) is torn down before returning."""
     req.validate()
-    if req.candidate_url is not None:
-        client.check_reachable(req.candidate_url, "candidate")
     candidate = candidate_target(req)
-    client.check_reachable(candidate.url, "candidate")
-    if req.reference_url is not None:
-        client.check_reachable(req.reference_url, "reference")
     with reference_target(req) as reference:
         facts = gather_facts(candidate, reference, req)
         prompts = build_prompts(req, facts)

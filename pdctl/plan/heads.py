@@ -46,14 +46,12 @@ def head_slice_params(src_tp: int, dst_tp: int, src_rank: int, dst_rank: int, to
     offset in the prefill rank. Ranks are taken modulo their attention-TP size, as SGLang does.
     """
     _check_positive(src_tp=src_tp, dst_tp=dst_tp, total_kv_heads=total_kv_heads)
-    src_hpr = max(1, total_kv_heads // src_tp)
-    dst_hpr = max(1, total_kv_heads // dst_tp)
-    local_src = src_rank % src_tp
-    local_dst = dst_rank % dst_tp
+    src_hpr = heads_on_rank(total_kv_heads, src_tp)
+    dst_hpr = heads_on_rank(total_kv_heads, dst_tp)
     if src_tp > dst_tp:
-        unique = local_src // max(1, src_tp // total_kv_heads)
+        unique = (src_rank % src_tp) // replication(total_kv_heads, src_tp)
         return HeadSlice(0, src_hpr, (unique * src_hpr) % dst_hpr)
-    unique = local_dst // max(1, dst_tp // total_kv_heads)
+    unique = (dst_rank % dst_tp) // replication(total_kv_heads, dst_tp)
     return HeadSlice((unique * dst_hpr) % src_hpr, dst_hpr, 0)
 
 

@@ -30,7 +30,5 @@ def swa_window_pages(prompt_len: int, prefix_len: int, window: int, page_size: i
     _check(prompt_len, prefix_len, page_size)
     if window < 1:
         raise ValueError(f"window must be positive, got {window}")
-    start = max(prefix_len, prompt_len - window)
-    start = min(start, prompt_len)
-    start = (start // page_size) * page_size
+    start = min(max(prefix_len, prompt_len - window), prompt_len)
     return range(start // page_size, _ceil_div(prompt_len, page_size))

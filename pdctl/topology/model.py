@@ -44,6 +44,7 @@ __all__ = [
     "effective_role",
 ]
 
+
 class RoleConfig(BaseModel):
     """A role's EFFECTIVE settings: server: defaults merged with the role's overrides (role wins).
 

@@ -24,6 +24,7 @@ NODE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # GPU kinds that are SM100+ (Blackwell); used by compat rules (mxfp8, trtllm_mha) and docs.
 BLACKWELL_GPUS: frozenset[str] = frozenset({"gb300", "gb200", "b200"})
 
+
 class _Section(BaseModel):
     """Base of every file section: unknown keys are errors and values are not silently coerced.
 

@@ -16,6 +16,12 @@ def test_jsonl_yields_line_numbers_and_skips_blank_lines(tmp_path: Path) -> None
     assert list(iter_jsonl(path, "test file")) == [(1, {"a": 1}), (4, [2, 3]), (5, "x")]
 
 
+def test_jsonl_lines_end_at_newline_only(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"t": "a\u2028b\x85c"}\r\n{"t": 2}\n', encoding="utf-8", newline="")
+    assert list(iter_jsonl(path, "test file")) == [(1, {"t": "a\u2028b\x85c"}), (2, {"t": 2})]
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

@@ -32,10 +32,14 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _build(base: dict[str, Any], over: dict[str, Any]) -> tuple[Any, Any]:
+    topo = build_topology(merge(base, over), source="<test>")
+    return topo, resolve_model_spec(topo.model)
+
+
 def make(**over: Any) -> tuple[Any, Any]:
     """(topology, model spec) for BASE with `over` deep-merged in (lists replace)."""
-    topo = build_topology(merge(BASE, over), source="<test>")
-    return topo, resolve_model_spec(topo.model)
+    return _build(BASE, over)
 
 
 def gpu(kind: str, p: int = 4, d: int = 4) -> list[dict[str, Any]]:
@@ -57,5 +61,4 @@ COLOCATED_BASE: dict[str, Any] = {
 
 def make_colocated(**over: Any) -> tuple[Any, Any]:
     """(topology, model spec) for COLOCATED_BASE with `over` deep-merged in (lists replace)."""
-    topo = build_topology(merge(COLOCATED_BASE, over), source="<test>")
-    return topo, resolve_model_spec(topo.model)
+    return _build(COLOCATED_BASE, over)

@@ -111,8 +111,11 @@ class FlakyProxy:
                     status, payload, ctype = resp.status_code, resp.content, resp.headers.get("Content-Type", "")
                 except requests.RequestException as exc:
                     status, payload, ctype = 502, str(exc).encode(), "text/plain"
+                self._reply(status, payload, ctype or "application/json")
+
+            def _reply(self, status: int, payload: bytes, ctype: str) -> None:
                 self.send_response(status)
-                self.send_header("Content-Type", ctype or "application/json")
+                self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
@@ -131,12 +134,7 @@ class FlakyProxy:
                     with proxy._lock:
                         proxy.injected[fault] += 1
                 if fault == "500":
-                    payload = b'{"error": "injected fault"}'
-                    self.send_response(500)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
+                    self._reply(500, b'{"error": "injected fault"}', "application/json")
                     return
                 if fault == "drop":  # the connection dies with no response at all
                     self.close_connection = True

@@ -84,6 +84,18 @@ def test_resume_keeps_finished_items_and_drops_errors_and_torn_lines(tmp_path: P
         resumable(path, {0: "other", 1: "k1", 2: "k2"})
 
 
+def test_resume_reads_line_separators_in_outputs_and_a_line_torn_inside_a_character(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    writer = ResultsWriter(path)
+    writer.write({**_rec(0, "k0", True), "output": "one\u2028two\x85three"})  # written raw (ensure_ascii=False)
+    writer.close()
+    torn = json.dumps({**_rec(1, "k1", True), "output": "é"}, ensure_ascii=False).encode()
+    path.write_bytes(path.read_bytes() + torn[: torn.index("é".encode()) + 1])  # killed inside the "é"
+    records = read_records(path)
+    assert [r["index"] for r in records] == [0] and records[0]["output"] == "one\u2028two\x85three"
+    assert sorted(resumable(path, {0: "k0", 1: "k1"})) == [0]
+
+
 def test_summary_counts() -> None:
     records = [_rec(0, "a", True), _rec(1, "b", False, error="x", tokens=0), _rec(2, "c", True), _rec(3, "d", False)]
     doc = summarize(records, num_questions=4, floor=0.6, max_errors=0, wall_s=2.0, new_completion_tokens=12)

@@ -7,7 +7,6 @@ none of that should stop an eval, which then uses the built-in defaults (SGLang'
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,59 +19,36 @@ BUILTIN: dict[str, Any] = {
     "parallel": 128,
     "floor": None,
 }
-_TOPOLOGY_KEYS = ("topology_path", "topology_file", "topology_source", "source_path")
-_COPIES = ("topology.yaml", "topology.yml")
+# launch keeps the topology it launched as <run_dir>/topology.yaml and records the original's path in
+# state.json as topology_path (pdctl.launch.state.record_topology).
+_TOPOLOGY_COPY = "topology.yaml"
 
 
 def _from_yaml(path: Path) -> dict[str, Any]:
-    """The eval.gsm8k block of a topology file, via pdctl.topology when present, else plain YAML."""
-    try:
-        from pdctl.topology import load_topology
-    except ImportError:
-        load_topology = None
-    if load_topology is not None:
-        block = load_topology(path).eval.gsm8k
-        return {k: getattr(block, k) for k in BUILTIN if getattr(block, k, None) is not None}
-    import yaml
+    """The eval.gsm8k block of a topology file (validated by pdctl.topology: a bad file is a UserError)."""
+    from pdctl.topology import load_topology
 
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"cannot read topology {path}: {exc}") from exc
-    block = ((doc.get("eval") or {}).get("gsm8k") or {}) if isinstance(doc, dict) else {}
-    return {k: block[k] for k in BUILTIN if block.get(k) is not None}
+    block = load_topology(path).eval.gsm8k
+    return {k: getattr(block, k) for k in BUILTIN if getattr(block, k, None) is not None}
 
 
 def topology_file_of_run(run_dir: Path, state: dict[str, Any]) -> Path | None:
-    """The topology a run was launched from: a path recorded in state.json, or a copy in the run dir."""
-    for key in _TOPOLOGY_KEYS:
-        value = state.get(key)
-        if isinstance(value, str) and Path(value).is_file():
-            return Path(value)
-    topo = state.get("topology")
-    if isinstance(topo, dict):
-        for key in ("path", "source", "file"):
-            if isinstance(topo.get(key), str) and Path(topo[key]).is_file():
-                return Path(topo[key])
-    for name in _COPIES:
-        if (run_dir / name).is_file():
-            return run_dir / name
+    """The topology a run was launched from: launch's copy in the run dir (what was launched, even if the
+    original has been edited or moved since), else the path recorded in state.json."""
+    copy = run_dir / _TOPOLOGY_COPY
+    if copy.is_file():
+        return copy
+    recorded = state.get("topology_path")
+    if isinstance(recorded, str) and Path(recorded).is_file():
+        return Path(recorded)
     return None
 
 
-def _recorded_block(run_dir: Path, state: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
-    """An eval.gsm8k block that launch recorded in state.json or plan.json (when it copies it there)."""
-    docs: list[tuple[Any, str]] = [(state, str(run_dir / "state.json"))]
-    plan = run_dir / "plan.json"
-    if plan.is_file():
-        try:
-            docs.append((json.loads(plan.read_text(encoding="utf-8")), str(plan)))
-        except (OSError, ValueError):
-            pass
-    for doc, where in docs:
-        block = ((doc.get("eval") or {}).get("gsm8k") or {}) if isinstance(doc, dict) else {}
-        if isinstance(block, dict) and block:
-            return {k: block[k] for k in BUILTIN if block.get(k) is not None}, f"eval.gsm8k in {where}"
+def _recorded_block(state: dict[str, Any], run_dir: Path) -> tuple[dict[str, Any], str] | None:
+    """An eval.gsm8k block recorded in state.json itself (a run dir without a readable topology file)."""
+    block = (state.get("eval") or {}).get("gsm8k") if isinstance(state.get("eval"), dict) else None
+    if isinstance(block, dict) and block:
+        return {k: block[k] for k in BUILTIN if block.get(k) is not None}, f"eval.gsm8k in {run_dir / 'state.json'}"
     return None
 
 
@@ -84,7 +60,7 @@ def eval_defaults(topology: str | Path | None = None, run_dir: Path | None = Non
     if path is None and run_dir is not None:
         path = topology_file_of_run(run_dir, state or {})
     if path is None:
-        recorded = _recorded_block(run_dir, state or {}) if run_dir is not None else None
+        recorded = _recorded_block(state or {}, run_dir) if run_dir is not None else None
         if recorded:
             values.update(recorded[0])
             return values, recorded[1]

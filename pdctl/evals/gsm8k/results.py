@@ -51,20 +51,26 @@ def make_record(item: Item, key: str, completion: Completion | None, error: str 
 
 
 def read_records(path: str | Path) -> list[dict]:
-    """Records of a results file; a torn last line (the eval was killed mid-write) is dropped."""
+    """Records of a results file; a torn last line (the eval was killed mid-write) is dropped.
+
+    Read as bytes and split at b"\n" only: a torn line may end inside a UTF-8 sequence, and a record's text
+    (written with ensure_ascii=False) may hold U+2028 or U+0085, where str.splitlines() would cut it.
+    """
     path = Path(path)
     records: list[dict] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_bytes().split(b"\n")
     except FileNotFoundError:
         return []
     except OSError as exc:
         raise UserError(f"cannot read results file {path}: {exc.strerror or exc}") from exc
+    if lines and not lines[-1]:
+        lines.pop()  # the empty piece after the final newline
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            doc = json.loads(line)
+            doc = json.loads(line)  # bytes: decoded as UTF-8; a bad sequence is a ValueError too
         except ValueError:
             if lineno == len(lines):
                 break  # torn write at the end
