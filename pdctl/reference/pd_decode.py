@@ -27,6 +27,13 @@ from pdctl.transfer.sender import aux_cached_tokens, decode_aux
 log = logging.getLogger("pdctl.reference.pd")
 
 
+def _bootstrap_addr(req: RequestInfo) -> str | None:
+    """The prefill's bootstrap "host:port" the router put in REQ, or None when it is missing."""
+    if not req.bootstrap_host or req.bootstrap_port is None:
+        return None
+    return f"{req.bootstrap_host}:{int(req.bootstrap_port)}"
+
+
 @dataclass
 class _Pending:
     room: int
@@ -87,22 +94,18 @@ class DecodeRole:
         self._pool.submit(self._begin, req, kv, done)
 
     def _begin(self, req: RequestInfo, kv: KVHandle, done: DecodeDone) -> None:
-        if req.bootstrap_room is None or not req.bootstrap_host or req.bootstrap_port is None:
+        addr = _bootstrap_addr(req)
+        if addr is None or req.bootstrap_room is None:
             done(
                 "decode request without bootstrap_host/bootstrap_port/bootstrap_room: "
                 "send PD requests through the PD router"
             )
             return
-        room, addr = int(req.bootstrap_room), f"{req.bootstrap_host}:{int(req.bootstrap_port)}"
+        room = int(req.bootstrap_room)
         try:
             prefill = self._ensure_registered(addr)
+            slot = self.aux.alloc()  # RuntimeError when every aux slot is in flight
         except Exception as exc:  # noqa: BLE001 - any failure here is the request's error answer
-            self._abort(addr, room, str(exc))
-            done(str(exc))
-            return
-        try:
-            slot = self.aux.alloc()
-        except RuntimeError as exc:
             self._abort(addr, room, str(exc))
             done(str(exc))
             return
@@ -171,15 +174,11 @@ class DecodeRole:
 
     def abort_request(self, req: RequestInfo, message: str) -> None:
         """Engine thread: REQ failed here before its transfer began (e.g. no KV room): fail prefill's side."""
-        if req.bootstrap_room is None or not req.bootstrap_host or req.bootstrap_port is None:
+        addr = _bootstrap_addr(req)
+        if addr is None or req.bootstrap_room is None:
             return
         try:
-            self._pool.submit(
-                self._abort,
-                f"{req.bootstrap_host}:{int(req.bootstrap_port)}",
-                int(req.bootstrap_room),
-                message,
-            )
+            self._pool.submit(self._abort, addr, int(req.bootstrap_room), message)
         except RuntimeError:  # shutting down
             pass
 
@@ -237,7 +236,11 @@ class DecodeRole:
         parts = text.split(" ", 4)
         if len(parts) < 4 or parts[0] != "kv":
             return
-        room, p, status = int(parts[1]), int(parts[2]), parts[3]
+        try:
+            room, p, status = int(parts[1]), int(parts[2]), parts[3]
+        except ValueError:  # a malformed note must not kill the receiver (it also enforces the timeouts)
+            log.warning("ignored malformed KV notification %r", text[:200])
+            return
         if status != "ok":
             self._finish(room, parts[4] if len(parts) > 4 else "prefill reported a failed transfer")
             return

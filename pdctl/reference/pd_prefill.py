@@ -15,6 +15,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
+
 from pdctl.plan import decode_peers, prefill_peers
 from pdctl.reference.pd_common import AuxSlots, make_backends, pools_desc, server_info
 from pdctl.reference.roles import FirstToken, KVHandle, PrefillDone, RequestInfo, RoleContext
@@ -183,12 +185,12 @@ class PrefillRole:
             reg = self._decoders.get(room_doc["decode_id"])
         if reg is None:
             return "decode server is not registered with this prefill"
-        room, d_tp, ps = int(req.bootstrap_room), int(reg["tp"]), kv.page_size
+        room = int(req.bootstrap_room)
         slot = self.aux.alloc()
         with self._cond:
             self._writing.add(room)
         try:
-            return self._write_all(room, room_doc, reg, kv, first, slot, d_tp, ps)
+            return self._write_all(room, room_doc, reg, kv, first, slot)
         except Exception as exc:
             log.exception("KV send for room %s failed", room)
             message = f"{type(exc).__name__}: {exc}"
@@ -215,11 +217,10 @@ class PrefillRole:
         kv: KVHandle,
         first: FirstToken,
         slot: int,
-        d_tp: int,
-        ps: int,
     ) -> str | None:
-        import numpy as np
-
+        """Issue every rank pair's write (KV pages, plus the aux slot from rank 0 to decode rank 0), then
+        wait for all; the first failure is reported to decode and returned."""
+        d_tp, ps = int(reg["tp"]), kv.page_size
         aborted = self._aborted_msg(room)
         if aborted:
             return aborted

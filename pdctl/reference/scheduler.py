@@ -2,7 +2,8 @@
 
 HTTP handlers call `submit(req)` from any thread; everything else (pages, prefix cache, model steps, role
 callbacks) happens on the one engine thread, so the KV cache needs no locking. Each step runs the new
-prefills that fit the token budget together with one decode token of every running request.
+prefills that fit the token budget together with one decode token of every running request. How many pages a
+request holds and may still need is `pages.PageBook`'s business; the scheduler decides when.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 
 from pdctl.reference.kvcache import KVCache, KVCacheOOM, SeqPages
+from pdctl.reference.pages import PageBook, pages_for
 from pdctl.reference.prefix_cache import PrefixCache
 from pdctl.reference.ranks import Segment, TPModel
 from pdctl.reference.request import GenRequest
@@ -42,8 +44,9 @@ class Scheduler:
         self.model, self.kv, self.role = model, kv, role
         self.cfg = model.cfg
         self.ps = kv.page_size
-        self.window = self.cfg.sliding_window if kv.swa_alloc is not None else None
         self.cache = PrefixCache(kv, self.cfg.sliding_window) if radix_cache else None
+        self.pages = PageBook(kv, self.cache, self.cfg.sliding_window)
+        self.window = self.pages.window
         self.tok = ByteTokenizer()
         self.random_seed = random_seed
         self.budget = prefill_token_budget
@@ -167,47 +170,12 @@ class Scheduler:
             self._append(req, rows[-1])
         return True
 
-    # ---- pages ---------------------------------------------------------------------------------------
-    def _alloc(self, alloc: Any, n: int) -> list[int]:
-        try:
-            return alloc.alloc(n)
-        except KVCacheOOM:
-            if self.cache is None or self.cache.evict() == 0:
-                raise
-            return alloc.alloc(n)
-
-    def _grow(self, seq: SeqPages, upto_tokens: int, swa_from_page: int) -> None:
-        """Allocate pages so SEQ covers positions < UPTO_TOKENS (SWA pages only from SWA_FROM_PAGE)."""
-        need = -(-upto_tokens // self.ps)
-        if need > len(seq.full):
-            seq.full.extend(self._alloc(self.kv.full_alloc, need - len(seq.full)))
-        if self.kv.swa_alloc is not None and need > len(seq.swa):
-            seq.swa.extend([-1] * max(0, swa_from_page - len(seq.swa)))
-            seq.swa.extend(self._alloc(self.kv.swa_alloc, need - len(seq.swa)))
-
-    def _release(self, seq: SeqPages | None) -> None:
-        if seq is None:
-            return
-        self.kv.full_alloc.release(seq.full)
-        if self.kv.swa_alloc is not None:
-            self.kv.swa_alloc.release([p for p in seq.swa if p >= 0])
-        seq.full, seq.swa = [], []
-
-    def _slide_window(self, seq: SeqPages, seq_len: int) -> None:
-        """Release SWA pages no future query can see (keep pages overlapping [seq_len - window, seq_len))."""
-        if self.window is None:
-            return
-        first = max(0, seq_len - self.window) // self.ps
-        for i in range(min(first, len(seq.swa))):
-            if seq.swa[i] >= 0:
-                self.kv.swa_alloc.release([seq.swa[i]])
-                seq.swa[i] = -1
-
+    # ---- PD hand-off --------------------------------------------------------------------------------
     def _kv_handle(self, req: GenRequest, swa_first: int) -> KVHandle:
         seq = req.seq
         assert seq is not None
-        swa = [p for p in seq.swa[swa_first:]] if self.kv.swa_alloc is not None else []
-        ranks = [RankPages(r, list(seq.full[: -(-req.prompt_len // self.ps)]), swa) for r in range(self.model.tp)]
+        swa = list(seq.swa[swa_first:]) if self.kv.swa_alloc is not None else []
+        ranks = [RankPages(r, seq.full[: pages_for(req.prompt_len, self.ps)], swa) for r in range(self.model.tp)]
         return KVHandle(req.prompt_len, req.cached_tokens, self.ps, swa_first, ranks)
 
     def _info(self, req: GenRequest) -> RequestInfo:
@@ -240,9 +208,9 @@ class Scheduler:
             swa_from = len(seq.full)
             if decode_role and self.window is not None:
                 swa_from = max(prefix, req.prompt_len - self.window) // self.ps
-            self._grow(seq, req.prompt_len, swa_from)
+            self.pages.grow(seq, req.prompt_len, swa_from)
         except KVCacheOOM as exc:
-            self._release(seq)
+            self.pages.release(seq)
             if self._busy():
                 return None
             self._finish(req, error=str(exc), status=503)
@@ -266,23 +234,9 @@ class Scheduler:
     def _busy(self) -> bool:
         return bool(self._running or self._transferring or self._step_prefills)
 
-    def _final_pages(self, req: GenRequest) -> int:
-        """Full-pool pages REQ will hold at most (prefill servers hand requests off after the prompt)."""
-        tokens = req.prompt_len if self.role.name == "prefill" else req.prompt_len + req.sampling.max_new_tokens
-        return -(-tokens // self.ps)
-
     def _fits(self, req: GenRequest, matched_pages: int) -> bool:
-        """Admission control: REQ's pages to the end fit beside what admitted requests may still grow into,
-        so running requests do not run out of pages mid-decode."""
-        others = [*self._running, *self._transferring.values(), *self._step_prefills]
-        reserved = sum(max(0, self._final_pages(r) - len(r.seq.full)) for r in others if r.seq is not None)
-        if self.kv.full_alloc.free_pages - reserved < self._final_pages(req) - matched_pages:
-            return False
-        if self.kv.swa_alloc is not None:
-            swa_need = -(-req.prompt_len // self.ps) - matched_pages + 1
-            if self.kv.swa_alloc.free_pages - len(others) < swa_need:
-                return False
-        return True
+        admitted = [*self._running, *self._transferring.values(), *self._step_prefills]
+        return self.pages.fits(req, matched_pages, admitted, prefill_role=self.role.name == "prefill")
 
     def _after_prefill(self, req: GenRequest, rows: torch.Tensor) -> None:
         lp = torch.log_softmax(rows, dim=-1)
@@ -298,7 +252,7 @@ class Scheduler:
         if self.cache is not None:
             self.cache.insert(req.input_ids, req.seq, req.prompt_len)  # type: ignore[arg-type]
         assert req.seq is not None
-        self._slide_window(req.seq, req.prompt_len)
+        self.pages.slide_window(req.seq, req.prompt_len)
         if self.role.name == "prefill":
             token = choose(rows[-1], req.sampling, req.generator)
             first = FirstToken(token, float(lp[-1][token]), top_logprobs(lp[-1], req.top_logprobs_num))
@@ -353,7 +307,7 @@ class Scheduler:
         pos = req.prompt_len + len(req.output_ids) - 1
         assert req.seq is not None
         try:
-            self._grow(req.seq, pos + 1, len(req.seq.swa))
+            self.pages.grow(req.seq, pos + 1, len(req.seq.swa))
         except KVCacheOOM as exc:
             self._finish(req, error=str(exc), status=503)
             return None
@@ -369,7 +323,7 @@ class Scheduler:
         token = choose(logits, req.sampling, req.generator)
         self._record(req, FirstToken(token, float(lp[token]), top_logprobs(lp, req.top_logprobs_num)))
         assert req.seq is not None
-        self._slide_window(req.seq, req.seq_len)
+        self.pages.slide_window(req.seq, req.seq_len)
         self._check_finish(req)
 
     def _check_finish(self, req: GenRequest) -> None:
@@ -398,7 +352,7 @@ class Scheduler:
         if req in self._waiting:
             self._waiting.remove(req)
         self._transferring.pop(id(req), None)
-        self._release(req.seq)
+        self.pages.release(req.seq)
         if error is not None and req.state != "transferring":
             # Failed before the role got it (rejected, OOM, step error): the role tells its PD peer now.
             self.role.abort_request(self._info(req), error)

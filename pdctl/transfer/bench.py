@@ -9,16 +9,12 @@ a plain memcpy of the same byte count, measured in the same run, gives the yards
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 from typing import Any
 
 import numpy as np
 
-from pdctl.errors import CheckFailed, UserError
+from pdctl.errors import UserError
 from pdctl.plan import (
     decode_peers,
     head_slice_blocks,
@@ -28,51 +24,14 @@ from pdctl.plan import (
 )
 from pdctl.transfer.backend import BACKENDS, create_backend, flatten_blocks
 from pdctl.transfer.bench_config import BenchConfig, config_from_topology, heads_note, kv_shape
+from pdctl.transfer.bench_peer import PeerProcess
 from pdctl.transfer.packed import chunk_ranges, gather, pair_plan
 from pdctl.transfer.packed import descriptors as packed_descriptors
 from pdctl.transfer.rankmem import KVShape, RankMemory, global_kv
 
 __all__ = ["BenchConfig", "config_from_topology", "heads_note", "memcpy_gbps", "run_bench"]
-
-
-class _Peer:
-    """The decode-side child process and its line protocol."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pdctl.transfer.bench_peer"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
-        )
-
-    def send(self, doc: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(doc) + "\n")
-        self.proc.stdin.flush()
-
-    def recv(self) -> dict[str, Any]:
-        # Waits are bounded by the peer's own timeouts; EOF means it died.
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.startswith("@@"):
-                doc = json.loads(line[2:])
-                if "error" in doc:
-                    raise CheckFailed(f"decode side of the bench failed: {doc['error']}")
-                return doc
-        raise CheckFailed(f"decode side of the bench exited (code {self.proc.wait()})")
-
-    def close(self) -> None:
-        try:
-            self.send({"cmd": "quit"})
-            self.proc.wait(timeout=10)
-        except Exception:  # noqa: BLE001, S110 - the peer may be gone already; killed below
-            pass
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, 9)
-            self.proc.wait()
+# The peer's own waits end after cfg.timeout; its setup and byte verification get this much on top.
+PEER_SLACK_S = 120.0
 
 
 def memcpy_gbps(nbytes: int, repeats: int = 3) -> float:
@@ -104,7 +63,7 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
     if not ratio_ok(cfg.prefill_tp, cfg.decode_tp):
         raise UserError(f"attention TP sizes {cfg.prefill_tp} and {cfg.decode_tp}: neither divides the other")
     shape = kv_shape(cfg)
-    peer = _Peer()
+    peer = PeerProcess(cfg.timeout + PEER_SLACK_S)
     backends: list[Any] = []
     try:
         peer.send(
@@ -282,7 +241,7 @@ def _token_run(cfg, peer, backends, peers, plan) -> dict[str, Any]:  # type: ign
 def _packed_plan(cfg, shape, backends, peers, ranks, remote) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """Gather (if the prefill rank holds more heads), one descriptor per page run, scatter (if decode does):
     plans, registered staging buffers and descriptors, built once for every run."""
-    layers = {name: (shape.full_layers if name == "full" else shape.swa_layers) for name in ranks[0].pools()}
+    layers = shape.pool_layers()
     plans, staging, descs = {}, {}, {}
     for p, d in peers:
         pages = {name: ranks[p].page_ids(name) for name in layers}
@@ -302,13 +261,9 @@ def _packed_plan(cfg, shape, backends, peers, ranks, remote) -> dict[str, Any]: 
         if plan.gather:
             staging[(p, d)] = buf = np.zeros(plan.nbytes, dtype=np.uint8)
             backends[p].register([(int(buf.ctypes.data), int(buf.nbytes))])
-        src_pools = {
-            n: (ranks[p].item_lens(ranks[p].pools()[n])[0], ranks[p].kv_ptrs(ranks[p].pools()[n]))
-            for n in layers
-        }
-        dst_pools = {
-            n: (remote[d]["pools"][n]["item_lens"][0], remote[d]["pools"][n]["ptrs"]) for n in layers
-        }
+        pool_args = {n: _pool_args(ranks[p], remote[d], n) for n in layers}
+        src_pools = {n: (sl[0], sp) for n, (sp, sl, _, _) in pool_args.items()}
+        dst_pools = {n: (dl[0], dp) for n, (_, _, dp, dl) in pool_args.items()}
         descs[(p, d)] = packed_descriptors(
             plan,
             src_base=int(staging[(p, d)].ctypes.data) if plan.gather else 0,

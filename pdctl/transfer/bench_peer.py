@@ -3,18 +3,24 @@
 It owns the decode ranks' pools (one backend endpoint per rank, as SGLang has one per GPU), waits for the
 prefill side's notifications, scatters packed data, and checks every byte against the seeded global KV.
 Protocol: one JSON object per line on stdin; replies are stdout lines prefixed with "@@" (libraries may
-print their own lines).
+print their own lines). `PeerProcess` is the driver's end of it, kept here so both ends live together.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import queue
+import signal
+import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
 import numpy as np
 
+from pdctl.errors import CheckFailed
 from pdctl.plan import prefill_peers
 from pdctl.transfer.backend import create_backend
 from pdctl.transfer.packed import chunk_ranges, pair_plan, scatter
@@ -25,6 +31,68 @@ def reply(doc: dict[str, Any]) -> None:
     """Send one protocol line."""
     sys.stdout.write("@@" + json.dumps(doc) + "\n")
     sys.stdout.flush()
+
+
+class PeerProcess:
+    """The driver's handle on this module run as a child process (`bench-transfer`'s decode side).
+
+    A reader thread drains the child's stdout (libraries print there too, and a full pipe would block the
+    child), so every answer is waited for with a deadline: a hung child fails the bench, never hangs it.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pdctl.transfer.bench_peer"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
+        self._answers: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, name="bench-peer-reader", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("@@"):
+                self._answers.put(line[2:])
+        self._answers.put(None)  # EOF: the child is gone
+
+    def send(self, doc: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(doc) + "\n")
+        self.proc.stdin.flush()
+
+    def recv(self) -> dict[str, Any]:
+        try:
+            line = self._answers.get(timeout=self.timeout)
+        except queue.Empty:
+            raise CheckFailed(f"decode side of the bench did not answer within {self.timeout:g}s") from None
+        if line is None:
+            try:
+                code: int | None = self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                code = None
+            raise CheckFailed(f"decode side of the bench exited (code {code})")
+        doc = json.loads(line)
+        if "error" in doc:
+            raise CheckFailed(f"decode side of the bench failed: {doc['error']}")
+        return doc
+
+    def close(self) -> None:
+        try:
+            self.send({"cmd": "quit"})
+            self.proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001, S110 - the peer may be gone already; killed below
+            pass
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=10)
 
 
 class DecodeSide:
@@ -39,9 +107,7 @@ class DecodeSide:
         self.backends = [create_backend(cfg["backend"], f"bench-decode{d}") for d in range(self.d_tp)]
         self.plans: dict[tuple[int, int], Any] = {}
         self.staging: dict[tuple[int, int], np.ndarray] = {}
-        layers = {"full": self.shape.full_layers} | (
-            {"swa": self.shape.swa_layers} if self.shape.swa_pages and self.shape.swa_layers else {}
-        )
+        layers = self.shape.pool_layers()
         for d, mem in enumerate(self.ranks):
             self.backends[d].register(mem.regions())
             for p in prefill_peers(self.p_tp, self.d_tp, d):

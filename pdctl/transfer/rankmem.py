@@ -28,6 +28,11 @@ class KVShape:
     full_pages: int  # pages of the request in full-attention layers
     swa_pages: int  # window pages of the request in SWA layers (0 without hybrid SWA memory)
 
+    def pool_layers(self) -> dict[str, int]:
+        """Layers of each pool the request occupies, keyed like `RankMemory.pools()` ("swa" only with window
+        pages), so both bench processes plan the same pools."""
+        return {"full": self.full_layers} | ({"swa": self.swa_layers} if self.swa_layers and self.swa_pages else {})
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form, to hand the shape to the peer process."""
         return asdict(self)

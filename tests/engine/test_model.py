@@ -106,13 +106,13 @@ def test_swa_pool_holds_only_the_window(engine_factory):
     kv = eng.engine.kv
     free_before = kv.swa_alloc.free_pages
     seen = []
-    orig = eng.engine.scheduler._slide_window
+    orig = eng.engine.scheduler.pages.slide_window
 
     def spy(seq, seq_len):
         orig(seq, seq_len)
         seen.append(sum(1 for p in seq.swa if p >= 0))
 
-    eng.engine.scheduler._slide_window = spy
+    eng.engine.scheduler.pages.slide_window = spy
     eng.generate([EDGE_PROMPTS[3]], max_new_tokens=60)
     window_pages = 32 // 16 + 1
     assert seen and max(seen) <= window_pages

@@ -14,16 +14,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import requests
-
 from tests.support.net import free_port, wait_http_ok
-from tests.support.servers import REPO_ROOT, RunningServer, kill_group, reference_command
+from tests.support.servers import RunningServer, kill_group, log_tail, spawn_reference
 
 
 @dataclass
@@ -38,22 +35,11 @@ class PDDeployment:
     decode: RunningServer
     router_proc: subprocess.Popen
     router_log: Path
-    logs: dict[str, Path] = field(default_factory=dict)
 
     def log_tails(self, n: int = 30) -> str:
         """Last lines of every log, for assertion messages."""
-        out = []
-        for name, path in {
-            "prefill": self.prefill.log_path,
-            "decode": self.decode.log_path,
-            "router": self.router_log,
-        }.items():
-            try:
-                lines = path.read_text(errors="replace").splitlines()[-n:]
-            except OSError:
-                lines = []
-            out.append(f"--- {name} ---\n" + "\n".join(lines))
-        return "\n".join(out)
+        logs = {"prefill": self.prefill.log_path, "decode": self.decode.log_path, "router": self.router_log}
+        return "\n".join(f"--- {name} ---\n{log_tail(path, n)}" for name, path in logs.items())
 
 
 def router_command(
@@ -98,30 +84,14 @@ def start_servers(
     Starting them in parallel roughly halves a PD test's start-up time on a small machine.
     """
     log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="pdctl-pd-"))
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     servers: list[RunningServer] = []
     try:
         for role, tp, extra in specs:
-            port = free_port()
-            log_path = log_dir / f"reference-{role}-{port}.log"
-            with open(log_path, "wb") as log:
-                proc = subprocess.Popen(
-                    reference_command(checkpoint, role=role, tp=tp, port=port, extra_args=list(extra)),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    cwd=str(REPO_ROOT),
-                    start_new_session=True,
-                )
-            servers.append(RunningServer(f"http://127.0.0.1:{port}", port, proc, log_path))
+            servers.append(
+                spawn_reference(checkpoint, role=role, tp=tp, port=free_port(), extra_args=extra, log_dir=log_dir)
+            )
         for srv in servers:
-            try:
-                wait_http_ok(srv.url + "/health", timeout=timeout, proc=srv.proc)
-            except (RuntimeError, TimeoutError) as exc:
-                raise RuntimeError(
-                    f"reference server did not start: {exc}\n--- log ---\n{srv.log_tail()}"
-                ) from exc
+            srv.wait_healthy(timeout)
         yield servers
     finally:
         terminate_all([srv.proc for srv in servers])
@@ -217,24 +187,17 @@ def start_pd(
 
 def wait_routable(router_url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:
     """The router answers /health before it has registered its workers: wait for one real PD request."""
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"router exited with {proc.returncode}")
-        try:
-            r = requests.post(
-                router_url + "/generate",
-                timeout=30,
-                json={"text": "ready?", "sampling_params": {"max_new_tokens": 1, "temperature": 0}},
-            )
-            if r.status_code == 200:
-                return
-            last = f"HTTP {r.status_code}: {r.text[:200]}"
-        except requests.RequestException as exc:
-            last = str(exc)
-        time.sleep(0.3)
-    raise TimeoutError(f"no PD request succeeded through the router within {timeout}s: {last}")
+    try:
+        wait_http_ok(
+            router_url + "/generate",
+            timeout,
+            proc,
+            post_json={"text": "ready?", "sampling_params": {"max_new_tokens": 1, "temperature": 0}},
+            request_timeout=30,
+            interval=0.3,
+        )
+    except (RuntimeError, TimeoutError) as exc:
+        raise type(exc)(f"no PD request succeeded through the router: {exc}") from exc
 
 
 @contextmanager

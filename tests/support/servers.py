@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,10 +34,22 @@ class RunningServer:
 
     def log_tail(self, n: int = 40) -> str:
         """Last N lines of the server log (for assertion messages)."""
+        return log_tail(self.log_path, n)
+
+    def wait_healthy(self, timeout: float) -> None:
+        """Wait for GET /health; fails at once if the process dies, with the log tail in the message."""
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
+            wait_http_ok(self.url + "/health", timeout=timeout, proc=self.proc)
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"reference server did not start: {exc}\n--- log ---\n{self.log_tail()}") from exc
+
+
+def log_tail(path: Path, n: int) -> str:
+    """Last N lines of the log at PATH ("" if it cannot be read)."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""
 
 
 def reference_command(checkpoint: str | Path, *, role: str, tp: int, port: int, extra_args: Sequence[str] = ()) -> list[str]:
@@ -83,8 +94,29 @@ def start_reference_server(
 
     Waits for GET /health (TIMEOUT seconds; fails at once if the process dies, with its log tail).
     """
-    port = port or free_port()
     log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="pdctl-ref-"))
+    server = spawn_reference(checkpoint, role=role, tp=tp, port=port or free_port(), extra_args=extra_args,
+                             log_dir=log_dir, env=env)
+    try:
+        server.wait_healthy(timeout)
+        yield server
+    finally:
+        kill_group(server.proc)
+
+
+def spawn_reference(
+    checkpoint: str | Path,
+    *,
+    role: str,
+    tp: int,
+    port: int,
+    extra_args: Sequence[str],
+    log_dir: Path,
+    env: dict[str, str] | None = None,
+) -> RunningServer:
+    """Start (not wait for) a reference server in its own process group, output to a log in LOG_DIR.
+
+    The caller owns the process: it must `kill_group` it (start_reference_server / start_servers do)."""
     log_path = log_dir / f"reference-{role}-{port}.log"
     full_env = {**os.environ, **(env or {})}
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
@@ -93,22 +125,12 @@ def start_reference_server(
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=str(REPO_ROOT),
                                 start_new_session=True)
-    server = RunningServer(f"http://127.0.0.1:{port}", port, proc, log_path)
-    try:
-        try:
-            wait_http_ok(server.url + "/health", timeout=timeout, proc=proc)
-        except (RuntimeError, TimeoutError) as exc:
-            raise RuntimeError(f"reference server did not start: {exc}\n--- log ---\n{server.log_tail()}") from exc
-        yield server
-    finally:
-        kill_group(proc)
+    return RunningServer(f"http://127.0.0.1:{port}", port, proc, log_path)
 
 
 def wait_exit(proc: subprocess.Popen, timeout: float) -> int | None:
     """Wait up to TIMEOUT seconds for PROC to exit; its return code, or None if still running."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return proc.returncode
-        time.sleep(0.05)
-    return None
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None

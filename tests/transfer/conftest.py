@@ -33,16 +33,18 @@ def body(prompt: str, max_new: int = MAX_NEW) -> dict[str, Any]:
     }
 
 
+def generate(url: str, prompt: str, max_new: int = MAX_NEW) -> dict[str, Any]:
+    """POST `body(prompt)` to URL's /generate; the answer must be 200 (its text is the failure message)."""
+    r = requests.post(url + "/generate", json=body(prompt, max_new), timeout=60)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
 @pytest.fixture(scope="session")
 def colocated_answers(ref_checkpoint) -> dict[str, dict[str, Any]]:
     """Colocated TP1 answers for PROMPTS (one server, started once per session)."""
     with start_reference_server(ref_checkpoint, tp=1) as srv:
-        out = {}
-        for p in PROMPTS:
-            r = requests.post(srv.url + "/generate", json=body(p), timeout=60)
-            r.raise_for_status()
-            out[p] = r.json()
-        return out
+        return {p: generate(srv.url, p) for p in PROMPTS}
 
 
 def assert_same(got: dict[str, Any], want: dict[str, Any], label: str) -> None:

@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from tests.support.pd import start_pd, start_shared_prefill
-from tests.transfer.conftest import PROMPTS, assert_same, body
+from tests.transfer.conftest import PROMPTS, assert_same, body, generate
 
 pytestmark = pytest.mark.e2e
 TIMEOUT = 10.0  # --transfer-timeout of both servers
@@ -38,9 +38,7 @@ def dep(ref_checkpoint, tmp_path_factory):
 
 def test_tp2_to_tp1_matches_colocated(dep, colocated_answers):
     for prompt in PROMPTS:
-        r = requests.post(dep.router_url + "/generate", json=body(prompt), timeout=60)
-        assert r.status_code == 200, r.text
-        assert_same(r.json(), colocated_answers[prompt], f"mooncake TP2->TP1 {prompt[:20]!r}")
+        assert_same(generate(dep.router_url, prompt), colocated_answers[prompt], f"mooncake TP2->TP1 {prompt[:20]!r}")
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +58,7 @@ def p1(ref_checkpoint, tmp_path_factory):
 @pytest.mark.parametrize("decode", ["d2", "d4"])
 def test_tp1_to_wider_decode_matches_colocated(p1, colocated_answers, decode):
     for prompt in PROMPTS:
-        r = requests.post(p1[decode] + "/generate", json=body(prompt), timeout=60)
-        assert r.status_code == 200, r.text
-        assert_same(r.json(), colocated_answers[prompt], f"mooncake TP1->{decode} {prompt[:20]!r}")
+        assert_same(generate(p1[decode], prompt), colocated_answers[prompt], f"mooncake TP1->{decode} {prompt[:20]!r}")
 
 
 def test_killing_prefill_mid_request_is_an_error_not_a_hang(dep):

@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from tests.support.pd import start_shared_prefill
-from tests.transfer.conftest import PROMPTS, assert_same, body
+from tests.transfer.conftest import PROMPTS, assert_same, body, generate
 
 pytestmark = pytest.mark.e2e
 LAYOUT_MSG = "Head-sliced PD transfer needs the NHD KV cache layout, got vectorized_5d"
@@ -57,21 +57,15 @@ def p1(ref_checkpoint, tmp_path_factory):
         yield routers
 
 
-def _run(url: str, prompt: str) -> dict:
-    r = requests.post(url + "/generate", json=body(prompt), timeout=60)
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
 def test_tp2_to_tp1_matches_colocated(p2, colocated_answers):
     for prompt in PROMPTS:
-        assert_same(_run(p2["nhd"], prompt), colocated_answers[prompt], f"TP2->TP1 {prompt[:20]!r}")
+        assert_same(generate(p2["nhd"], prompt), colocated_answers[prompt], f"TP2->TP1 {prompt[:20]!r}")
 
 
 @pytest.mark.parametrize("decode", ["d2", "d4"])
 def test_tp1_to_wider_decode_matches_colocated(p1, colocated_answers, decode):
     for prompt in PROMPTS:
-        assert_same(_run(p1[decode], prompt), colocated_answers[prompt], f"TP1->{decode} {prompt[:20]!r}")
+        assert_same(generate(p1[decode], prompt), colocated_answers[prompt], f"TP1->{decode} {prompt[:20]!r}")
 
 
 def test_vectorized_5d_decode_is_rejected_with_sglangs_message(p2):
@@ -83,16 +77,16 @@ def test_vectorized_5d_decode_is_rejected_with_sglangs_message(p2):
 def test_without_the_handshake_guard_the_output_is_wrong(p2, colocated_answers):
     diffs = 0
     for prompt in PROMPTS:
-        got = _run(p2["v5d_unsafe"], prompt)
+        got = generate(p2["v5d_unsafe"], prompt)
         diffs += got["output_ids"] != colocated_answers[prompt]["output_ids"]
     assert diffs == len(PROMPTS), "NHD head slices written into vectorized_5d pages must corrupt every answer"
 
 
 def test_flush_cache_through_router(p2, colocated_answers):
-    _run(p2["nhd"], PROMPTS[2])  # warm the prefill's prefix cache
+    generate(p2["nhd"], PROMPTS[2])  # warm the prefill's prefix cache
     r = requests.post(p2["nhd"] + "/flush_cache", timeout=30)
     assert r.status_code == 200, r.text
-    assert_same(_run(p2["nhd"], PROMPTS[2]), colocated_answers[PROMPTS[2]], "after flush")
+    assert_same(generate(p2["nhd"], PROMPTS[2]), colocated_answers[PROMPTS[2]], "after flush")
 
 
 def test_decode_gives_up_on_a_room_after_the_transfer_timeout(p2):
@@ -147,7 +141,7 @@ def test_prefill_rejection_reaches_decode_fast(p1):
     assert "out of memory" in r.text, r.text
     print(f"prefill rejection answered in {elapsed:.2f}s")
     assert elapsed < 5, elapsed
-    assert_same(_run(p1["d2"], PROMPTS[0]), _run(p1["d4"], PROMPTS[0]), "after a rejected request")
+    assert_same(generate(p1["d2"], PROMPTS[0]), generate(p1["d4"], PROMPTS[0]), "after a rejected request")
 
 
 def test_prefill_request_validation_error_reaches_decode_fast(p1):
