@@ -6,11 +6,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pdctl.errors import UserError
+from pdctl.jsonfiles import read_json_object
 
 PDCTL_HOME = Path(".pdctl")
 STATE_FILE = "state.json"
@@ -24,8 +24,12 @@ def default_run_dir(topology_name: str) -> Path:
 
 def remember_latest(run_dir: Path) -> None:
     """Record RUN_DIR as the latest run, for commands run later without --run-dir."""
-    PDCTL_HOME.mkdir(parents=True, exist_ok=True)
-    (PDCTL_HOME / "latest").write_text(str(Path(run_dir).resolve()) + "\n", encoding="utf-8")
+    latest = PDCTL_HOME / "latest"
+    try:
+        PDCTL_HOME.mkdir(parents=True, exist_ok=True)
+        latest.write_text(str(Path(run_dir).resolve()) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot record the latest run in {latest}: {exc.strerror or exc}") from None
 
 
 def resolve_run_dir(run_dir: str | Path | None) -> Path:
@@ -45,12 +49,18 @@ def resolve_run_dir(run_dir: str | Path | None) -> Path:
 
 
 def read_state(run_dir: str | Path | None) -> dict[str, Any]:
-    """The state document of a run (see pdctl.launch for its keys: processes, router, ...)."""
+    """The state document of a run (see pdctl.launch for its keys: processes, router, ...).
+
+    state.json is pdctl's own file, but it can be edited or truncated by hand: its top-level shape is
+    checked here, so that every command reading it fails with a message instead of a traceback."""
     path = resolve_run_dir(run_dir) / STATE_FILE
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read run state {path}: {exc}") from exc
+    state = read_json_object(path, "run state")
+    processes, router = state.get("processes", []), state.get("router", {})
+    if not isinstance(processes, list) or not all(isinstance(p, dict) for p in processes):
+        raise UserError(f"{path}: run state has no valid `processes` list (not written by pdctl launch?)")
+    if router is not None and not isinstance(router, dict):
+        raise UserError(f"{path}: run state has no valid `router` object (not written by pdctl launch?)")
+    return state
 
 
 def router_url(run_dir: str | Path | None) -> str:

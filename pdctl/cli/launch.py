@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from pdctl.cli.options import run_dir_option
+from pdctl.cli.options import json_option, run_dir_option
 from pdctl.cli.render import console, err_console, write_json
 
 
@@ -46,7 +46,7 @@ def _out(json_path: str | None):
     help="auto: local for nodes without ssh:, ssh for the others; slurm: render an sbatch script.",
 )
 @click.option("--submit", is_flag=True, help="With --executor slurm: submit the script with sbatch.")
-@click.option("--json", "json_path", default=None, help="Write the plan (dry run) or the run state as JSON.")
+@json_option("the plan (dry run, slurm) or the run state")
 def launch(
     topology: str,
     dry_run: bool,
@@ -61,7 +61,7 @@ def launch(
     """Start prefill, decode and router from TOPOLOGY, wait until healthy, print the URLs."""
     from pdctl.errors import UserError
     from pdctl.launch.planner import render
-    from pdctl.launch.state import RunState
+    from pdctl.launch.state import write_plan
     from pdctl.runs import default_run_dir
     from pdctl.topology import load_topology
 
@@ -72,12 +72,12 @@ def launch(
         raise UserError("--submit only applies to --executor slurm")
     if dry_run or executor == "slurm":
         plan = render(topo, startup_timeout_s=int(timeout))
-        plan_file = RunState(path, plan).write_plan(plan)
-        if executor == "slurm" and not dry_run:
-            _slurm(topo, plan, path, timeout, submit, skip_compat, out)
-        else:
+        if dry_run:
+            plan_file = write_plan(path, plan)
             _print_plan(plan, out)
             out.print(f"[dim]plan written to {plan_file}[/]")
+        else:
+            _slurm(topo, plan, path, timeout, submit, skip_compat, out)
         write_json(json_path, plan.to_json())
         return
     from pdctl.launch.supervisor import launch_topology
@@ -104,10 +104,12 @@ def launch(
 def _slurm(
     topo: Any, plan: Any, path: Path, timeout: float, submit: bool, skip_compat: bool, out: Any
 ) -> None:
+    from pdctl.launch.state import write_plan
     from pdctl.launch.submit import submit_plan, write_script
     from pdctl.launch.supervisor import check_compat
 
-    if not submit:
+    if not submit:  # (a submit writes plan.json itself, once it knows the run dir holds no live job)
+        write_plan(path, plan)
         script = write_script(plan, path, timeout)
         out.print(f"[dim]# sbatch script: {script} (submit with --submit, or sbatch it yourself)[/]")
         out.print(script.read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True)
@@ -133,10 +135,8 @@ def _print_plan(plan: Any, out: Any) -> None:
 
 
 def _print_ready(state: dict[str, Any], out: Any, *, foreground: bool) -> None:
-    if foreground:
-        out.print(f"[bold green]ready[/] — router {state['router']['url']}  (Ctrl-C stops everything)")
-    else:
-        out.print(f"[bold green]ready[/] — router {state['router']['url']}")
+    stay = "  (Ctrl-C stops everything)" if foreground else ""
+    out.print(f"[bold green]ready[/] — router {state['router']['url']}{stay}")
     for rec in state["processes"]:
         out.print(
             f"  {rec['name']:<14} {rec['node']:<10} pid {rec['pid']:<8} {rec.get('url') or ''}",
@@ -194,7 +194,7 @@ class _ProgressView:
 
 @click.command("status")
 @run_dir_option
-@click.option("--json", "json_path", default=None, help="Write the status document ('-' = stdout).")
+@json_option("the status document")
 def status(run_dir: str | None, json_path: str | None) -> None:
     """Health of every process of a run and of the router (exit 1 if any is unhealthy)."""
     from rich.table import Table
@@ -252,7 +252,7 @@ def logs(process: str | None, run_dir: str | None, follow: bool, tail: int) -> N
                 sys.stdout.write(chunk)
                 sys.stdout.flush()
         except KeyboardInterrupt:
-            return
+            pass
         return
     for record in records:
         if len(records) > 1:

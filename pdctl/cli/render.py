@@ -9,6 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from pdctl.errors import UserError
+
 console = Console()
 err_console = Console(stderr=True)
 
@@ -17,9 +19,10 @@ def print_error(message: str, detail: str | None = None) -> None:
     """Print an error (and e.g. a log tail) to stderr, the one way every command reports failure.
 
     The message is escaped (it may quote user input holding `[...]`); the detail is printed verbatim
-    (markup off) and soft-wrapped, so log lines and commands keep their own line breaks instead of being
-    cut at the terminal width (80 columns when stderr is not a terminal), and stay copy-pasteable."""
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
+    (markup off). Both are soft-wrapped, so messages, log lines and commands keep their own line breaks
+    instead of being cut at the terminal width (80 columns when stderr is not a terminal): a suggested
+    command (`pdctl down --run-dir ...`) stays on one line, copy-pasteable and greppable."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
     if detail:
         err_console.print(detail, highlight=False, markup=False, soft_wrap=True)
 
@@ -32,6 +35,9 @@ def write_json(path: str | None, document: Any) -> None:
     if path == "-":
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
-    else:
+        return
+    try:
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text + "\n")
+    except OSError as exc:  # a bad --json PATH is bad input (exit 2), not a traceback
+        raise UserError(f"cannot write --json file {path}: {exc.strerror or exc}") from None

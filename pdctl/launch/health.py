@@ -51,15 +51,28 @@ def worker_is_healthy(worker: dict[str, Any]) -> bool:
     return True
 
 
-def router_ready(router_url: str, expected_workers: int) -> tuple[bool, str]:
-    """(ok, what): /readiness answers 200 and /workers lists EXPECTED_WORKERS healthy workers."""
+def worker_health(record: dict[str, Any]) -> tuple[bool, str]:
+    """(ok, what) of a running worker record: GET url + health_path; a node rank > 0 of a multi-node
+    replica serves no HTTP and counts as healthy while it runs (callers check that it runs)."""
+    if record.get("url") and record.get("health_path"):
+        return probe(record["url"] + record["health_path"])
+    return True, "running"
+
+
+def router_check(router_url: str, expected_workers: int) -> tuple[bool, str, list[dict[str, Any]] | None]:
+    """(ok, what, workers): /readiness answers 200 and /workers lists EXPECTED_WORKERS healthy workers;
+    `workers` is the /workers list (None if unknown), so `pdctl status` shows it without asking twice."""
     ok, what = probe(router_url.rstrip("/") + "/readiness")
     if not ok:
-        return False, f"/readiness: {what}"
+        return False, f"/readiness: {what}", None
     workers = router_workers(router_url)
     if workers is None:
-        return True, "ready"
+        return True, "ready", None
     healthy = sum(1 for w in workers if worker_is_healthy(w))
-    if healthy < expected_workers:
-        return False, f"{healthy}/{expected_workers} workers healthy"
-    return True, f"{healthy}/{expected_workers} workers healthy"
+    return healthy >= expected_workers, f"{healthy}/{expected_workers} workers healthy", workers
+
+
+def router_ready(router_url: str, expected_workers: int) -> tuple[bool, str]:
+    """(ok, what) of router_check: what launch waits for."""
+    ok, what, _ = router_check(router_url, expected_workers)
+    return ok, what

@@ -8,8 +8,14 @@ starting them.
 from __future__ import annotations
 
 import shlex
+import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pdctl.topology import Node, Topology
+
+_DEFAULT_PYTHONS = {"python", "python3"}
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,30 @@ class LaunchPlan:
             "router": self.router.to_json(),
             "notes": list(self.notes),
         }
+
+
+def process_name(role: str, replica: int, node_rank: int = 0) -> str:
+    """'prefill-0', or 'prefill-0-n1' for node rank 1 of a multi-node replica (also the log file stem)."""
+    return f"{role}-{replica}" + (f"-n{node_rank}" if node_rank else "")
+
+
+def node_python(topo: Topology, node: Node) -> str:
+    """The interpreter for pdctl's own Python processes on NODE (the reference engine, sglang_router).
+    On this machine a bare `python`/`python3` would likely be a Python without pdctl and its router; the
+    interpreter running pdctl certainly has them, so that one is used. Remote nodes get engine.python."""
+    if node.ssh is None and topo.engine.python in _DEFAULT_PYTHONS:
+        return sys.executable
+    return topo.engine.python
+
+
+def node_ssh(node: Node) -> dict[str, Any] | None:
+    """NODE's `ssh:` settings as the plain dict a ProcessSpec (and state.json) carries; None = local."""
+    return node.ssh.model_dump() if node.ssh is not None else None
+
+
+def optional_flag(flag: str, value: object) -> list[str]:
+    """[FLAG, VALUE], or nothing when VALUE is None (a setting left to the engine's default)."""
+    return [] if value is None else [flag, str(value)]
 
 
 def flag_args(args: dict[str, Any]) -> list[str]:

@@ -6,26 +6,15 @@ as SGLang means launch, status, logs and down run the same code for both engines
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 from pdctl.errors import UserError
-from pdctl.launch.plan import ProcessSpec, merge_flags
-from pdctl.launch.render_sglang import model_path, process_name
+from pdctl.launch.plan import ProcessSpec, merge_flags, node_python, node_ssh, optional_flag, process_name
+from pdctl.launch.render_sglang import model_path
 
 if TYPE_CHECKING:
-    from pdctl.topology import Node, RoleConfig, Topology
+    from pdctl.topology import RoleConfig, Topology
     from pdctl.topology.placement import ReplicaPlacement
-
-_DEFAULT_PYTHONS = {"python", "python3"}
-
-
-def reference_python(topo: Topology, node: Node) -> str:
-    """The interpreter for the reference engine on NODE. On this machine a bare `python3` would likely be
-    a Python without pdctl; the interpreter running pdctl certainly has it, so that one is used."""
-    if node.ssh is None and topo.engine.python in _DEFAULT_PYTHONS:
-        return sys.executable
-    return topo.engine.python
 
 
 def render_reference_replica(
@@ -50,7 +39,7 @@ def render_reference_replica(
     if pd and topo.transfer.backend == "mooncake":
         env.setdefault("MOONCAKE_PROTOCOL", "tcp" if topo.transfer.protocol == "tcp" else "rdma")
     argv = [
-        reference_python(topo, node),
+        node_python(topo, node),
         "-m",
         "pdctl.reference",
         "--model-path",
@@ -81,14 +70,10 @@ def render_reference_replica(
         ]
     if role.name == "decode" and role.radix_cache:
         argv.append("--disaggregation-decode-enable-radix-cache")
-    for flag, value in (
-        ("--max-total-tokens", role.max_total_tokens),
-        ("--chunked-prefill-size", role.chunked_prefill_size),
-        ("--context-length", role.context_length),
-        ("--random-seed", role.random_seed),
-    ):
-        if value is not None:
-            argv += [flag, str(value)]
+    argv += optional_flag("--max-total-tokens", role.max_total_tokens)
+    argv += optional_flag("--chunked-prefill-size", role.chunked_prefill_size)
+    argv += optional_flag("--context-length", role.context_length)
+    argv += optional_flag("--random-seed", role.random_seed)
     argv = merge_flags(argv, role.args)
     ports = [placement.http_port] + ([placement.bootstrap_port] if role.name == "prefill" else [])
     return [
@@ -105,6 +90,6 @@ def render_reference_replica(
             health_path="/health",
             bind_host=node.host,
             ports=ports,
-            ssh=node.ssh.model_dump() if node.ssh is not None else None,
+            ssh=node_ssh(node),
         )
     ]

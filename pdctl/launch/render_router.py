@@ -4,10 +4,9 @@ regular mode (`--worker-urls`) in front of the servers of a colocated topology."
 from __future__ import annotations
 
 import socket
-import sys
 from typing import TYPE_CHECKING
 
-from pdctl.launch.plan import ProcessSpec, merge_flags
+from pdctl.launch.plan import ProcessSpec, merge_flags, node_python, node_ssh
 from pdctl.topology.placement import host_for_url
 
 if TYPE_CHECKING:
@@ -48,10 +47,7 @@ def render_router(
     The router's own worker-startup timeout is set to launch's timeout, so a router started by pdctl gives
     up on a worker no earlier than pdctl does."""
     node = topo.router_node
-    python = topo.engine.python
-    if node.ssh is None and python in {"python", "python3"}:
-        python = sys.executable
-    argv = [python, "-m", "sglang_router.launch_router"]
+    argv = [node_python(topo, node), "-m", "sglang_router.launch_router"]
     if topo.is_pd:
         argv.append("--pd-disaggregation")
         for p in placements:
@@ -88,5 +84,5 @@ def render_router(
         health_path="/readiness",
         bind_host=topo.router.host,
         ports=[topo.router.port, prom],
-        ssh=node.ssh.model_dump() if node.ssh is not None else None,
+        ssh=node_ssh(node),
     )

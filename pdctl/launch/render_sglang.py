@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pdctl.launch.plan import ProcessSpec, merge_flags
+from pdctl.launch.plan import ProcessSpec, merge_flags, node_ssh, optional_flag, process_name
 
 if TYPE_CHECKING:
     from pdctl.topology import Node, RoleConfig, Topology
@@ -94,10 +94,6 @@ def _parallel_flags(topo: Topology, role: RoleConfig) -> list[str]:
     return flags + ["--dp-size", "1", "--attn-dp-size", str(role.dp)]
 
 
-def _optional(flag: str, value: object) -> list[str]:
-    return [] if value is None else [flag, str(value)]
-
-
 def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPlacement) -> list[ProcessSpec]:
     """The processes of one replica: one per node slot (node rank), all with the same flags except
     --node-rank / --base-gpu-id; only node rank 0 serves HTTP."""
@@ -106,7 +102,7 @@ def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPl
         node = topo.node(slot.node)
         env, use_base = worker_env(topo, slot)
         argv = [topo.engine.python, "-m", "sglang.launch_server", "--model-path", model_path(topo)]
-        argv += _optional("--revision", topo.model.revision)
+        argv += optional_flag("--revision", topo.model.revision)
         if role.name != "colocated":  # a colocated server is plain SGLang: no disaggregation flag at all
             argv += [
                 "--disaggregation-mode",
@@ -116,7 +112,7 @@ def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPl
                 "--disaggregation-bootstrap-port",
                 str(placement.bootstrap_port),
             ]
-            argv += _optional("--disaggregation-ib-device", ib_device(topo, node))
+            argv += optional_flag("--disaggregation-ib-device", ib_device(topo, node))
         argv += _parallel_flags(topo, role)
         argv += ["--page-size", str(role.page_size), "--kv-cache-dtype", role.kv_cache_dtype]
         if not role.hybrid_swa_memory:
@@ -125,12 +121,12 @@ def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPl
             argv.append("--enable-unified-memory")
         if role.name == "decode" and role.radix_cache:
             argv.append("--disaggregation-decode-enable-radix-cache")
-        argv += _optional("--attention-backend", role.attention_backend)
-        argv += _optional("--chunked-prefill-size", role.chunked_prefill_size)
-        argv += _optional("--context-length", role.context_length)
-        argv += _optional("--max-total-tokens", role.max_total_tokens)
-        argv += _optional("--mem-fraction-static", role.mem_fraction_static)
-        argv += _optional("--random-seed", role.random_seed)
+        argv += optional_flag("--attention-backend", role.attention_backend)
+        argv += optional_flag("--chunked-prefill-size", role.chunked_prefill_size)
+        argv += optional_flag("--context-length", role.context_length)
+        argv += optional_flag("--max-total-tokens", role.max_total_tokens)
+        argv += optional_flag("--mem-fraction-static", role.mem_fraction_static)
+        argv += optional_flag("--random-seed", role.random_seed)
         argv += ["--host", node.host, "--port", str(placement.http_port)]
         if placement.nnodes > 1:
             argv += [
@@ -164,12 +160,7 @@ def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPl
                 health_path="/health" if head else None,
                 bind_host=node.host,
                 ports=ports,
-                ssh=node.ssh.model_dump() if node.ssh is not None else None,
+                ssh=node_ssh(node),
             )
         )
     return procs
-
-
-def process_name(role: str, replica: int, node_rank: int = 0) -> str:
-    """'prefill-0', or 'prefill-0-n1' for node rank 1 of a multi-node replica (also the log file stem)."""
-    return f"{role}-{replica}" + (f"-n{node_rank}" if node_rank else "")

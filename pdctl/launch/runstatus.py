@@ -7,17 +7,17 @@ from pathlib import Path
 from typing import Any
 
 from pdctl.launch.executors import executor_for
-from pdctl.launch.health import probe, router_ready, router_workers
+from pdctl.launch.health import router_check, router_workers, worker_health
 from pdctl.launch.state import started
 from pdctl.runs import read_state, resolve_run_dir
 
 
-def _process_status(record: dict[str, Any]) -> dict[str, Any]:
+def _process_status(record: dict[str, Any], *, probe_health: bool = True) -> dict[str, Any]:
+    """The status entry of RECORD: alive, and (with PROBE_HEALTH) whether its health check passes."""
     alive = executor_for(record).exit_code(record) is None
-    detail = "running" if alive else "exited"
-    healthy = alive
-    if alive and record.get("url") and record.get("health_path"):
-        healthy, detail = probe(record["url"] + record["health_path"])
+    healthy, detail = (alive, "running") if alive else (False, "exited")
+    if alive and probe_health:
+        healthy, detail = worker_health(record)
     return {
         "name": record["name"],
         "role": record["role"],
@@ -51,11 +51,11 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
         "detail": "not started",
     }
     if started(router_rec):
-        router = _process_status(router_rec)
+        router = _process_status(router_rec, probe_health=False)  # the router's check is router_check
         if router["alive"]:
             expected = sum(1 for p in processes if p["url"])
-            router["healthy"], router["detail"] = router_ready(router_rec["url"], expected)
-            router["workers"] = router_workers(router_rec["url"])
+            router["healthy"], router["detail"], workers = router_check(router_rec["url"], expected)
+            router["workers"] = workers if workers is not None else router_workers(router_rec["url"])
     ok = bool(processes) and all(p["healthy"] for p in processes) and bool(router["healthy"])
     return {
         "ok": ok,

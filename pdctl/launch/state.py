@@ -16,10 +16,27 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pdctl.errors import UserError
 from pdctl.launch.plan import LaunchPlan, ProcessSpec
 from pdctl.runs import PLAN_FILE, STATE_FILE
 
 TOPOLOGY_COPY = "topology.yaml"
+
+
+def make_run_dir(run_dir: Path) -> None:
+    """Create RUN_DIR (and its parents); a --run-dir that cannot be a directory is bad input (exit 2)."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create run directory {run_dir}: {exc.strerror or exc}") from None
+
+
+def write_plan(run_dir: Path, plan: LaunchPlan) -> Path:
+    """Write <run_dir>/plan.json (the rendered commands); returns its path."""
+    make_run_dir(run_dir)
+    path = run_dir / PLAN_FILE
+    path.write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
+    return path
 
 
 def log_path(run_dir: Path, proc: ProcessSpec) -> str:
@@ -75,18 +92,11 @@ class RunState:
         if source_path is None:
             return
         source = Path(source_path).resolve()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        make_run_dir(self.run_dir)
         copy = self.run_dir / TOPOLOGY_COPY
         if source != copy.resolve():
             shutil.copyfile(source, copy)
         self.doc["topology_path"] = str(source)
-
-    def write_plan(self, plan: LaunchPlan) -> Path:
-        """Write plan.json (the rendered commands) next to the state."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        path = self.run_dir / PLAN_FILE
-        path.write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
-        return path
 
     def add(self, record: dict[str, Any]) -> None:
         """Record a started process (the router goes under `router`)."""
@@ -101,11 +111,8 @@ class RunState:
         self.save()
 
     def records(self) -> list[dict[str, Any]]:
-        """Every started process, workers first then the router."""
-        out = list(self.doc["processes"])
-        if self.doc["router"].get("pid") is not None:
-            out.append(self.doc["router"])
-        return out
+        """Every started process, workers first then the router (the live records, Popen handles kept)."""
+        return all_records(self.doc)
 
     def save(self) -> None:
         write_state(self.run_dir, self.document())
@@ -119,7 +126,7 @@ class RunState:
 
 def write_state(run_dir: Path, doc: dict[str, Any]) -> None:
     """Atomically replace <run_dir>/state.json (a reader never sees half a file)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
+    make_run_dir(run_dir)
     tmp = run_dir / (STATE_FILE + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, run_dir / STATE_FILE)

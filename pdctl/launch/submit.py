@@ -6,20 +6,22 @@ same health checks and failure reporting as a local launch, and cancels the job 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 from pdctl.launch.executors.slurm import SCRIPT_NAME, job_records, render_sbatch, submit
-from pdctl.launch.health import probe, router_ready
+from pdctl.launch.health import worker_health
 from pdctl.launch.plan import LaunchPlan
 from pdctl.launch.shutdown import stop_records
-from pdctl.launch.supervisor import Launch, Progress, _quiet, refuse_running
+from pdctl.launch.state import make_run_dir
+from pdctl.launch.supervisor import Launch, Progress, _quiet
 from pdctl.runs import remember_latest
 
 
 def write_script(plan: LaunchPlan, run_dir: Path, timeout: float) -> Path:
-    """Write <run_dir>/launch.sbatch (and plan.json); returns the script path."""
-    run_dir.mkdir(parents=True, exist_ok=True)
+    """Write <run_dir>/launch.sbatch; returns the script path."""
+    make_run_dir(run_dir)
     script = run_dir / SCRIPT_NAME
     script.write_text(render_sbatch(plan, run_dir, timeout_s=int(timeout)), encoding="utf-8")
     return script
@@ -37,12 +39,7 @@ def submit_plan(
     """sbatch the plan; with WAIT, return the state once the router routes to every worker (else
     scancel and CheckFailed naming the process, with its log tail). TOPOLOGY_PATH is recorded in the
     run dir as a local launch records it."""
-    import time
-
-    refuse_running(run_dir)
-    launch = Launch(plan, run_dir, progress or _quiet)
-    launch.state.write_plan(plan)
-    launch.state.record_topology(topology_path)
+    launch = Launch.begin(plan, run_dir, progress or _quiet, topology_path)
     script = write_script(plan, run_dir, timeout)
     job_id = submit(script)
     records = job_records(plan, run_dir, job_id)
@@ -57,19 +54,8 @@ def submit_plan(
     deadline = started + timeout
     workers = [r for r in records if r["role"] != "router"]
     try:
-        launch.wait_healthy(
-            workers,
-            deadline,
-            started,
-            lambda r: probe(r["url"] + r["health_path"]) if r.get("url") else (True, "running"),
-        )
-        router = records[-1]
-        launch.wait_healthy(
-            [router],
-            deadline,
-            started,
-            lambda r: router_ready(r["url"], sum(1 for w in workers if w.get("url"))),
-        )
+        launch.wait_healthy(workers, deadline, started, worker_health)
+        launch.wait_router(records[-1], workers, deadline, started)
     except BaseException:
         stop_records(records)
         launch.state.set_status("failed")

@@ -15,16 +15,20 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pdctl.errors import CheckFailed, UserError
 from pdctl.launch.executors import executor_for
-from pdctl.launch.health import probe, router_ready
+from pdctl.launch.health import router_ready, worker_health
 from pdctl.launch.plan import LaunchPlan, ProcessSpec
 from pdctl.launch.planner import render
 from pdctl.launch.shutdown import stop_records
-from pdctl.launch.state import RunState, new_record
-from pdctl.runs import default_run_dir, remember_latest
+from pdctl.launch.state import RunState, all_records, new_record, write_plan
+from pdctl.runs import STATE_FILE, default_run_dir, read_state, remember_latest
+
+if TYPE_CHECKING:
+    from pdctl.compat import Finding
+    from pdctl.topology import Topology
 
 # progress(name, phase, detail): phase in starting | waiting | healthy | failed | stopped
 Progress = Callable[[str, str, str], None]
@@ -36,14 +40,14 @@ def _quiet(name: str, phase: str, detail: str) -> None:
     return None
 
 
-def check_compat(topo: Any) -> list[Any]:
+def check_compat(topo: Topology) -> list[Finding]:
     """Run check-compat; raise CheckFailed listing the errors (launch refuses what SGLang would reject)."""
     from pdctl.compat import evaluate
     from pdctl.models import resolve_model_spec
 
     spec = resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
-    findings = list(evaluate(topo, spec))
-    errors = [f for f in findings if getattr(f, "severity", None) == "error" and not getattr(f, "ok", True)]
+    findings = evaluate(topo, spec)
+    errors = [f for f in findings if f.is_error]
     if errors:
         lines = [f"- {f.rule}: {f.message}" + (f" (fix: {f.fix})" if f.fix else "") for f in errors]
         raise CheckFailed(
@@ -104,6 +108,18 @@ class Launch:
         self.progress = progress
         self.state = RunState(run_dir, plan)
         self.lock = threading.Lock()
+
+    @classmethod
+    def begin(
+        cls, plan: LaunchPlan, run_dir: Path, progress: Progress, topology_path: str | Path | None
+    ) -> Launch:
+        """A launch into RUN_DIR (local or slurm): refused while RUN_DIR's previous deployment runs; the
+        plan and the topology file are written to RUN_DIR before anything starts."""
+        refuse_running(run_dir)
+        launch = cls(plan, run_dir, progress)
+        write_plan(run_dir, plan)
+        launch.state.record_topology(topology_path)
+        return launch
 
     def start(self, proc: ProcessSpec) -> dict[str, Any]:
         record = new_record(proc, self.run_dir)
@@ -176,31 +192,24 @@ class Launch:
                     )
                 time.sleep(POLL_S)
 
+    def wait_router(
+        self, router: dict[str, Any], workers: list[dict[str, Any]], deadline: float, started: float
+    ) -> None:
+        """Wait until ROUTER is ready and lists every worker of WORKERS that serves HTTP as healthy."""
+        expected = sum(1 for r in workers if r.get("url"))
+        self.wait_healthy([router], deadline, started, lambda r: router_ready(r["url"], expected))
+
     def run(self, timeout: float) -> None:
         started = time.monotonic()
         deadline = started + timeout
         workers = self.start_all(self.plan.workers)
-        self.wait_healthy(
-            workers,
-            deadline,
-            started,
-            lambda r: probe(r["url"] + r["health_path"]) if r.get("url") else (True, "running"),
-        )
-        router = self.start(self.plan.router)
-        expected = sum(1 for r in workers if r.get("url"))
-        self.wait_healthy([router], deadline, started, lambda r: router_ready(r["url"], expected))
-
-
-def _resolve_plan(topo: Any, timeout: float) -> LaunchPlan:
-    return render(topo, startup_timeout_s=int(timeout))
+        self.wait_healthy(workers, deadline, started, worker_health)
+        self.wait_router(self.start(self.plan.router), workers, deadline, started)
 
 
 def refuse_running(run_dir: Path) -> None:
     """Refuse to launch into a run dir whose previous deployment still runs: its state.json is the only
     record of those processes, and overwriting it would orphan them."""
-    from pdctl.launch.state import all_records
-    from pdctl.runs import STATE_FILE, read_state
-
     if not (run_dir / STATE_FILE).exists():
         return
     try:
@@ -216,7 +225,7 @@ def refuse_running(run_dir: Path) -> None:
 
 
 def launch_topology(
-    topo: Any,
+    topo: Topology,
     run_dir: str | Path | None = None,
     *,
     timeout: float = 600.0,
@@ -236,12 +245,9 @@ def launch_topology(
     progress = progress or _quiet
     if not skip_compat:
         check_compat(topo)
-    plan = _resolve_plan(topo, timeout)
+    plan = render(topo, startup_timeout_s=int(timeout))
     path = Path(run_dir) if run_dir is not None else default_run_dir(topo.name)
-    refuse_running(path)
-    launch = Launch(plan, path, progress)
-    launch.state.write_plan(plan)
-    launch.state.record_topology(getattr(topo, "source_path", None))
+    launch = Launch.begin(plan, path, progress, topo.source_path)
     launch.state.save()
     if remember:
         remember_latest(path)

@@ -223,3 +223,36 @@ def test_print_error_keeps_log_lines_whole_and_escapes_the_message() -> None:
     lines = capture.get().splitlines()
     assert lines[0] == "error: bad value [red]x[/red]"  # escaped: the brackets are text
     assert lines[1:] == ["--- last 2 lines ---", long_line]  # no wrapping at the console width
+
+
+@pytest.mark.parametrize(
+    "state_text, args, message",
+    [
+        ("[]", ["status"], "expected a JSON object in a run state, got list"),
+        ('{"processes": 3}', ["logs"], "run state has no valid `processes` list"),
+        ("{", ["down"], "not valid JSON"),
+        ("{}", ["status", "--json", "{tmp}/no/such/dir/s.json"], "cannot write --json file"),
+    ],
+)
+def test_bad_run_state_or_json_path_is_bad_input(
+    tmp_path: Path, state_text: str, args: list[str], message: str
+) -> None:
+    from tests.launch.e2e import pdctl
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "state.json").write_text(state_text)
+    argv = [a.format(tmp=tmp_path) for a in args] + ["--run-dir", str(tmp_path / "run")]
+    done = pdctl(*argv, cwd=tmp_path)
+    assert done.returncode == 2 and message in " ".join(done.stderr.split()), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_run_dir_that_cannot_be_created_is_bad_input(tmp_path: Path) -> None:
+    from tests.launch.e2e import pdctl
+    from tests.launch.samples import REPO
+
+    (tmp_path / "file").write_text("")
+    topo = str(REPO / "configs" / "local-cpu.yaml")
+    done = pdctl("launch", topo, "--dry-run", "--run-dir", str(tmp_path / "file" / "run"), cwd=tmp_path)
+    assert done.returncode == 2 and "cannot create run directory" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

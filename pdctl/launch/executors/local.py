@@ -25,7 +25,7 @@ def proc_stat(pid: int) -> tuple[str, int, int] | None:
     """(state letter, pgid, start time in clock ticks) of PID from /proc, or None if there is no such pid."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError, OSError):
+    except OSError:  # gone, or not ours to read
         return None
     # the command name (field 2) is in parentheses and may contain spaces: split after the last ')'
     rest = raw[raw.rfind(")") + 2 :].split()

@@ -137,6 +137,10 @@ class SSHExecutor:
         try:
             assert child.stdout is not None
             yield from child.stdout
-        finally:
+        finally:  # the local ssh client; the remote `tail -f` ends with its session
             child.terminate()
-            child.wait(timeout=10)
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait(timeout=10)
