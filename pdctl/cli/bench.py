@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from pdctl.cli.options import json_option
 from pdctl.cli.render import console, err_console, write_json
 from pdctl.errors import CheckFailed
 
@@ -63,9 +64,7 @@ def render_result(doc: dict[str, Any], note: str, out: Any) -> None:
     show_default=True,
     help="Rounds of memcpy / per-token / packed measured side by side; the best of each is reported.",
 )
-@click.option(
-    "--json", "json_path", metavar="PATH", default=None, help="Write the result as JSON ('-' = stdout)."
-)
+@json_option("the result")
 def bench_transfer(
     topology: str, backend: str | None, tokens: int, repeats: int, json_path: str | None
 ) -> None:

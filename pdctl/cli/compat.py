@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from pdctl.cli.options import json_option
 from pdctl.cli.render import console, err_console, write_json
 from pdctl.compat.findings import NOT_APPLICABLE, verdict
 from pdctl.errors import CheckFailed
@@ -115,7 +116,7 @@ def _render_transfer(out: Console, plan: dict[str, Any] | None) -> None:
 
 @click.command("check-compat")
 @click.argument("topology", type=click.Path(dir_okay=True))
-@click.option("--json", "json_path", metavar="PATH", help="Write the JSON report to PATH ('-' = stdout).")
+@json_option("the report")
 @click.option("--tokens", type=click.IntRange(min=1), default=8192, show_default=True,
               help="Prompt length of the request whose transfer is counted.")
 def check_compat(topology: str, json_path: str | None, tokens: int) -> None:
@@ -149,7 +150,7 @@ def check_compat(topology: str, json_path: str | None, tokens: int) -> None:
               help="Prompt length of the request.")
 @click.option("--prefix", "prefix_len", type=click.IntRange(min=0), default=0, show_default=True,
               help="Tokens of the prompt decode already holds (radix cache); only the rest is sent.")
-@click.option("--json", "json_path", metavar="PATH", help="Write the plan as JSON to PATH ('-' = stdout).")
+@json_option("the plan")
 def plan(topology: str, tokens: int, prefix_len: int, json_path: str | None) -> None:
     """Show the KV transfer plan of TOPOLOGY: head ownership and descriptors/bytes per rank pair."""
     from pdctl.compat.evaluate import attn_tp_info, heads_and_transfer

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from pdctl.cli.options import json_option
 from pdctl.cli.render import console, err_console, print_error, write_json
 from pdctl.errors import CheckFailed
 
@@ -38,7 +39,7 @@ def eval_group() -> None:
 @click.option("--resume", is_flag=True, help="Continue from --results, asking only the missing questions.")
 @click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True, help="Seconds per request.")
 @click.option("--retries", type=int, default=3, show_default=True, help="Retries on connection errors/5xx.")
-@click.option("--json", "json_path", help="Write the verdict as JSON to PATH ('-' = stdout).")
+@json_option("the verdict")
 def gsm8k(json_path: str | None, max_errors: int, **options: Any) -> None:
     """GSM8K accuracy with SGLang's few_shot_gsm8k method (plus lm-eval strict/flexible scores)."""
     from pdctl.evals.gsm8k.session import EvalOptions, execute, prepare

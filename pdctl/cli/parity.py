@@ -9,6 +9,7 @@ import math
 
 import click
 
+from pdctl.cli.options import json_option
 from pdctl.cli.render import console, err_console, write_json
 from pdctl.errors import CheckFailed
 
@@ -91,7 +92,7 @@ def _render(result, out) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the suite's token ids.")
 @click.option("--launch-timeout", type=float, default=600.0, show_default=True,
               help="--reference-topology: seconds to wait for it to become healthy.")
-@click.option("--json", "json_path", metavar="PATH", help="Write the JSON document ('-' = stdout).")
+@json_option("the verdict")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Write an HTML report here.")
 def parity(candidate_url, run_dir, reference_url, reference_topology, decode_url, prefill_url, cold, warm,
            concurrent, prompts_file, max_new_tokens, tolerance, control, copies, max_prompt_tokens, model,
