@@ -9,6 +9,7 @@ Run alone: `python -m benchmarks.bench_transfer [TOKENS]`.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +24,9 @@ def main() -> int:
     from pdctl.topology import load_topology
     from pdctl.transfer.bench import config_from_topology, heads_note, run_bench
 
+    # Mooncake logs every engine start at INFO through glog (inherited by the bench's peer processes): keep
+    # the benchmark's own figures readable. A user's explicit setting wins.
+    os.environ.setdefault("GLOG_minloglevel", "2")
     tokens = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 8192
     topo = load_topology(CONFIG)
     rc = 0
