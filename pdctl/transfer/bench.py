@@ -25,7 +25,7 @@ from pdctl.plan import (
 from pdctl.transfer.backend import BACKENDS, create_backend, flatten_blocks
 from pdctl.transfer.bench_config import BenchConfig, config_from_topology, heads_note, kv_shape
 from pdctl.transfer.bench_peer import PeerProcess
-from pdctl.transfer.packed import chunk_ranges, gather, pair_plan
+from pdctl.transfer.packed import chunk_ranges, gather, shape_pair_plan
 from pdctl.transfer.packed import descriptors as packed_descriptors
 from pdctl.transfer.rankmem import KVShape, RankMemory, global_kv
 
@@ -245,18 +245,7 @@ def _packed_plan(cfg, shape, backends, peers, ranks, remote) -> dict[str, Any]: 
     plans, staging, descs = {}, {}, {}
     for p, d in peers:
         pages = {name: ranks[p].page_ids(name) for name in layers}
-        plan = pair_plan(
-            kv_heads=cfg.kv_heads,
-            page_size=cfg.page_size,
-            head_bytes=shape.head_bytes,
-            layers=layers,
-            src_pages=pages,
-            dst_pages=pages,
-            src_tp=cfg.prefill_tp,
-            dst_tp=cfg.decode_tp,
-            src_rank=p,
-            dst_rank=d,
-        )
+        plan = shape_pair_plan(shape, pages, src_tp=cfg.prefill_tp, dst_tp=cfg.decode_tp, src_rank=p, dst_rank=d)
         plans[(p, d)] = plan
         if plan.gather:
             staging[(p, d)] = buf = np.zeros(plan.nbytes, dtype=np.uint8)

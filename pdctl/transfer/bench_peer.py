@@ -23,7 +23,7 @@ import numpy as np
 from pdctl.errors import CheckFailed
 from pdctl.plan import prefill_peers
 from pdctl.transfer.backend import create_backend
-from pdctl.transfer.packed import chunk_ranges, pair_plan, scatter
+from pdctl.transfer.packed import chunk_ranges, scatter, shape_pair_plan
 from pdctl.transfer.rankmem import KVShape, RankMemory, global_kv
 
 
@@ -112,18 +112,7 @@ class DecodeSide:
             self.backends[d].register(mem.regions())
             for p in prefill_peers(self.p_tp, self.d_tp, d):
                 pages = {name: mem.page_ids(name) for name in layers}
-                plan = pair_plan(
-                    kv_heads=self.shape.kv_heads,
-                    page_size=self.shape.page_size,
-                    head_bytes=self.shape.head_bytes,
-                    layers=layers,
-                    src_pages=pages,
-                    dst_pages=pages,
-                    src_tp=self.p_tp,
-                    dst_tp=self.d_tp,
-                    src_rank=p,
-                    dst_rank=d,
-                )
+                plan = shape_pair_plan(self.shape, pages, src_tp=self.p_tp, dst_tp=self.d_tp, src_rank=p, dst_rank=d)
                 self.plans[(p, d)] = plan
                 if plan.scatter:
                     buf = np.zeros(plan.nbytes, dtype=np.uint8)

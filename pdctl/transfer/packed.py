@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pdctl.plan import head_slice_params, heads_on_rank, merge_contiguous
+from pdctl.transfer.rankmem import KVShape
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,25 @@ def pair_plan(
 
 PIPELINE_CHUNKS = 4  # writes per rank pair, so decode scatters chunk i while chunk i+1 is on the wire
 
+
+
+def shape_pair_plan(
+    shape: KVShape, pages: dict[str, list[int]], *, src_tp: int, dst_tp: int, src_rank: int, dst_rank: int
+) -> PairPlan:
+    """`pair_plan` for a bench request of SHAPE whose pages have the same ids on both sides: the one call both
+    bench processes make, so prefill's gather and decode's scatter always agree on the staging layout."""
+    return pair_plan(
+        kv_heads=shape.kv_heads,
+        page_size=shape.page_size,
+        head_bytes=shape.head_bytes,
+        layers=shape.pool_layers(),
+        src_pages=pages,
+        dst_pages=pages,
+        src_tp=src_tp,
+        dst_tp=dst_tp,
+        src_rank=src_rank,
+        dst_rank=dst_rank,
+    )
 
 def chunk_ranges(n_segments: int, chunks: int = PIPELINE_CHUNKS) -> list[range]:
     """Split a pair's segments into consecutive chunks (both sides compute the same split)."""
