@@ -1,6 +1,6 @@
 """`pdctl bench-transfer TOPOLOGY`: one request's KV moved between real ranks (options and rendering only).
 
-The work lives in pdctl.transfer.bench (imported when the command runs: it needs numpy and the backends).
+The work lives in pdctl.bench.transfer.run (imported when the command runs: it needs numpy and the backends).
 """
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ def bench_transfer(
     equal) and a packed one (one descriptor per page run, gather/scatter through staging). Every byte is
     verified; throughput is reported against a plain memcpy of the same bytes measured in the same run.
     """
+    from pdctl.bench.transfer.run import config_from_topology, heads_note, run_bench
     from pdctl.topology import load_topology
-    from pdctl.transfer.bench import config_from_topology, heads_note, run_bench
 
     cfg = config_from_topology(load_topology(topology), backend=backend, tokens=tokens, repeats=repeats)
     out = err_console if json_path == "-" else console

@@ -6,7 +6,7 @@ Lazy loading keeps `pdctl --help` and `pdctl check-compat` free of heavy imports
 from __future__ import annotations
 
 import importlib
-import sys
+from typing import NoReturn
 
 import click
 
@@ -83,24 +83,31 @@ def cli() -> None:
     """pdctl: prefill/decode disaggregated SGLang serving — check, launch, eval, parity."""
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run the CLI, turning pdctl errors into a message and exit code (1 failed check, 2 bad input)."""
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code: pdctl errors become a message and 1 (failed check) or 2 (bad input)."""
     from pdctl.cli.render import print_error
 
     try:
         cli.main(args=argv, prog_name="pdctl", standalone_mode=False)
     except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except click.exceptions.Abort:
         print_error("aborted")
-        sys.exit(130)
+        return 130
     except click.ClickException as exc:
         exc.show()
-        sys.exit(2)
+        return 2
     except PdctlError as exc:
         print_error(exc.message, exc.detail)
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except KeyboardInterrupt:
         print_error("interrupted")
-        sys.exit(130)
-    sys.exit(0)
+        return 130
+    return 0
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    """The `pdctl` console script: run the CLI and end the process with its exit code (pdctl.procexit)."""
+    from pdctl.procexit import run_and_exit
+
+    run_and_exit(lambda: run(argv))

@@ -41,4 +41,4 @@ def serve_cmd(args: tuple[str, ...]) -> None:
 
     code = main(list(args))
     if code:
-        raise SystemExit(code)
+        raise click.exceptions.Exit(code)

@@ -25,4 +25,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pdctl.procexit import run_and_exit
+
+    run_and_exit(main)

@@ -16,7 +16,8 @@ from pdctl.reference.config import ModelConfig
 from pdctl.reference.kvcache import KVCache
 from pdctl.reference.model import head_shard, validate_tp
 from pdctl.reference.ranks import TPModel
-from pdctl.reference.roles import PDSettings, Role, RoleContext, make_role
+from pdctl.reference.roles import make_role
+from pdctl.reference.roles.base import PDSettings, Role, RoleContext
 from pdctl.reference.scheduler import Scheduler
 
 log = logging.getLogger("pdctl.reference")

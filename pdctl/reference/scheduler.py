@@ -21,7 +21,7 @@ from pdctl.reference.pages import PageBook, pages_for
 from pdctl.reference.prefix_cache import PrefixCache
 from pdctl.reference.ranks import Segment, TPModel
 from pdctl.reference.request import GenRequest
-from pdctl.reference.roles import FirstToken, KVHandle, RankPages, RequestInfo, Role
+from pdctl.reference.roles.base import FirstToken, KVHandle, RankPages, RequestInfo, Role
 from pdctl.reference.sampling import choose, finish_reason, stop_match, top_logprobs
 from pdctl.reference.tokenizer import ByteTokenizer
 

@@ -25,7 +25,7 @@ from pdctl.reference.args import ServerArgs, parse_args
 from pdctl.reference.engine import Engine, build_engine
 from pdctl.reference.openai_api import chat_response, completion_response, parse_completion
 from pdctl.reference.request import GenRequest
-from pdctl.reference.roles import RequestInfo
+from pdctl.reference.roles.base import RequestInfo
 from pdctl.reference.sampling import SamplingParams
 
 log = logging.getLogger("pdctl.reference.server")

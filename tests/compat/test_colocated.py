@@ -13,7 +13,7 @@ from pdctl.compat.findings import NOT_APPLICABLE
 from pdctl.models import resolve_model_spec
 from pdctl.topology import load_topology
 from tests.compat.test_cli import pdctl
-from tests.compat.topo_factory import make_colocated
+from tests.support.topo_factory import make_colocated
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "configs" / "local-cpu-reference.yaml"

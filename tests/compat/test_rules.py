@@ -10,7 +10,7 @@ from pdctl.compat import RULES, RULES_BY_ID, compat_report, evaluate, is_compati
 from pdctl.compat.context import parse_version
 from pdctl.models import resolve_model_spec
 from pdctl.topology import load_topology
-from tests.compat.topo_factory import gpu, make
+from tests.support.topo_factory import gpu, make
 
 ROOT = Path(__file__).resolve().parents[2]
 INVALID = ROOT / "configs" / "invalid"

@@ -15,10 +15,10 @@ import yaml
 from pdctl.errors import CheckFailed
 from pdctl.launch import launch_topology
 from pdctl.topology import load_topology
-from tests.launch.e2e import generate, pdctl
-from tests.launch.helpers import assert_no_orphans, group_pids, live_pids, started_records
-from tests.launch.samples import REPO
+from tests.support.launch_e2e import generate, pdctl
+from tests.support.launch_samples import REPO
 from tests.support.net import free_port
+from tests.support.orphans import assert_no_orphans, group_pids, live_pids, started_records
 
 pytestmark = pytest.mark.e2e
 

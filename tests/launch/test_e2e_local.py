@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from pdctl.launch.executors.local import group_members
-from tests.launch.e2e import generate, needs_pd, pdctl, wait_state
-from tests.launch.helpers import assert_no_orphans, group_pids, live_pids, started_records
-from tests.launch.samples import local_cpu
+from tests.support.launch_e2e import generate, needs_pd, pdctl, wait_state
+from tests.support.launch_samples import local_cpu
+from tests.support.orphans import assert_no_orphans, group_pids, live_pids, started_records
 
 pytestmark = [pytest.mark.e2e, needs_pd]
 

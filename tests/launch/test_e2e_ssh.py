@@ -11,9 +11,9 @@ import pytest
 
 from pdctl.launch import launch_topology, teardown
 from pdctl.topology import load_topology
-from tests.launch.e2e import generate, needs_pd, pdctl
-from tests.launch.helpers import assert_no_orphans, group_pids, live_pids, started_records
-from tests.launch.samples import local_cpu
+from tests.support.launch_e2e import generate, needs_pd, pdctl
+from tests.support.launch_samples import local_cpu
+from tests.support.orphans import assert_no_orphans, group_pids, live_pids, started_records
 from tests.support.sshd import sshd_missing_reason, start_sshd
 
 pytestmark = [

@@ -17,9 +17,9 @@ import pytest
 from pdctl.errors import CheckFailed
 from pdctl.launch import launch_topology
 from pdctl.topology import load_topology
-from tests.launch.e2e import pdctl
-from tests.launch.helpers import assert_no_orphans, started_records
-from tests.launch.samples import local_cpu
+from tests.support.launch_e2e import pdctl
+from tests.support.launch_samples import local_cpu
+from tests.support.orphans import assert_no_orphans, started_records
 
 pytestmark = pytest.mark.e2e
 
@@ -87,7 +87,7 @@ def test_worker_never_healthy_times_out(tmp_path: Path, ref_checkpoint: Path) ->
 def test_ctrl_c_while_waiting_tears_everything_down(tmp_path: Path, ref_checkpoint: Path) -> None:
     import signal
 
-    from tests.launch.e2e import wait_state
+    from tests.support.launch_e2e import wait_state
 
     topo = local_cpu(tmp_path, ref_checkpoint, name="ctrl-c")
     run_dir = tmp_path / "run"
@@ -128,7 +128,7 @@ def test_ctrl_c_while_waiting_tears_everything_down(tmp_path: Path, ref_checkpoi
 def test_incompatible_topology_is_refused_before_anything_starts(
     tmp_path: Path, ref_checkpoint: Path
 ) -> None:
-    from tests.launch.e2e import pdctl
+    from tests.support.launch_e2e import pdctl
 
     topo = local_cpu(tmp_path, ref_checkpoint, name="incompatible", decode={"page_size": 32})
     done = pdctl("launch", str(topo), "--run-dir", str(tmp_path / "run"), "--detach", cwd=tmp_path)

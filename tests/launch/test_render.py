@@ -20,7 +20,7 @@ import yaml
 
 from pdctl.launch.planner import render
 from pdctl.topology import load_topology, load_topology_text
-from tests.launch.samples import CONFIGS, SGLANG_BASE
+from tests.support.launch_samples import CONFIGS, SGLANG_BASE
 
 DATA = Path(__file__).parent / "data"
 FLAGS: dict[str, dict] = json.loads((DATA / "sglang_0_5_23_flags.json").read_text())

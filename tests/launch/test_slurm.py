@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.launch.e2e import generate, needs_pd, pdctl
-from tests.launch.samples import REPO, local_cpu
+from tests.support.launch_e2e import generate, needs_pd, pdctl
+from tests.support.launch_samples import REPO, local_cpu
 
 SINGLE_NODE = REPO / "scripts" / "slurm" / "single-node.sh"
 PACKAGES = {"sbatch": "slurm-client", "sinfo": "slurm-client", "slurmctld": "slurmctld", "slurmd": "slurmd"}

@@ -16,8 +16,8 @@ from pdctl.launch.executors.local import proc_stat
 from pdctl.launch.executors.ssh import SSHExecutor, ssh_argv
 from pdctl.launch.plan import ProcessSpec
 from pdctl.topology import load_topology
-from tests.launch.helpers import assert_no_orphans, started_records
-from tests.launch.samples import local_cpu
+from tests.support.launch_samples import local_cpu
+from tests.support.orphans import assert_no_orphans, started_records
 from tests.support.sshd import SSHServer, sshd_missing_reason, start_sshd
 
 pytestmark = [

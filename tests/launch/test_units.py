@@ -18,7 +18,7 @@ from pdctl.launch.logs import select
 from pdctl.launch.plan import flag_args, merge_flags
 from pdctl.launch.planner import render
 from pdctl.topology import load_topology_text
-from tests.launch.samples import SGLANG_BASE
+from tests.support.launch_samples import SGLANG_BASE
 
 
 def test_flag_args_forms() -> None:
@@ -129,8 +129,8 @@ def test_pid_reuse_guard_never_signals_another_process(tmp_path: Path) -> None:
 
 
 def test_dry_run_prints_every_command_and_writes_the_plan(tmp_path: Path) -> None:
-    from tests.launch.e2e import pdctl
-    from tests.launch.samples import REPO
+    from tests.support.launch_e2e import pdctl
+    from tests.support.launch_samples import REPO
 
     run_dir = tmp_path / "run"
     done = pdctl(
@@ -155,8 +155,8 @@ def test_dry_run_prints_every_command_and_writes_the_plan(tmp_path: Path) -> Non
 
 
 def test_slurm_without_submit_writes_and_prints_the_script(tmp_path: Path) -> None:
-    from tests.launch.e2e import pdctl
-    from tests.launch.samples import REPO
+    from tests.support.launch_e2e import pdctl
+    from tests.support.launch_samples import REPO
 
     done = pdctl(
         "launch",
@@ -174,8 +174,8 @@ def test_slurm_without_submit_writes_and_prints_the_script(tmp_path: Path) -> No
 
 
 def test_reference_replica_spanning_nodes_is_bad_input(tmp_path: Path) -> None:
-    from tests.launch.e2e import pdctl
-    from tests.launch.samples import local_cpu
+    from tests.support.launch_e2e import pdctl
+    from tests.support.launch_samples import local_cpu
 
     nodes = [
         {"name": "local", "host": "127.0.0.1", "gpu": "cpu", "gpus": 4},
@@ -237,7 +237,7 @@ def test_print_error_keeps_log_lines_whole_and_escapes_the_message() -> None:
 def test_bad_run_state_or_json_path_is_bad_input(
     tmp_path: Path, state_text: str, args: list[str], message: str
 ) -> None:
-    from tests.launch.e2e import pdctl
+    from tests.support.launch_e2e import pdctl
 
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "state.json").write_text(state_text)
@@ -248,8 +248,8 @@ def test_bad_run_state_or_json_path_is_bad_input(
 
 
 def test_run_dir_that_cannot_be_created_is_bad_input(tmp_path: Path) -> None:
-    from tests.launch.e2e import pdctl
-    from tests.launch.samples import REPO
+    from tests.support.launch_e2e import pdctl
+    from tests.support.launch_samples import REPO
 
     (tmp_path / "file").write_text("")
     topo = str(REPO / "configs" / "local-cpu.yaml")

@@ -138,7 +138,9 @@ def test_broken_decode_layout_fails_cold_with_first_mismatch(ref_checkpoint, ref
 def test_prefill_on_another_checkpoint_vs_launched_reference_topology(tmp_path, ref_checkpoint) -> None:
     """prefill_differs for a prefill on other weights; the reference is a topology pdctl launches itself."""
     from pdctl.reference.checkpoint import init_checkpoint
-    from tests.launch.samples import local_cpu  # configs/local-cpu.yaml with free ports and this checkpoint
+    from tests.support.launch_samples import (
+        local_cpu,  # configs/local-cpu.yaml with free ports and this checkpoint
+    )
 
     other = init_checkpoint(tmp_path / "seed1", seed=1)
     topo = local_cpu(tmp_path, ref_checkpoint, name="parity-ref")

@@ -18,7 +18,7 @@ from pdctl.plan import (
     prefill_peers,
     ratio_ok,
 )
-from tests.plan.sglang_transcription import sglang_blocks
+from tests.support.sglang_transcription import sglang_blocks
 
 HEAD_LEN = 4  # bytes of one head of one token (head_dim * dtype bytes), kept tiny
 

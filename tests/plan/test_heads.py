@@ -13,7 +13,7 @@ from pdctl.plan import (
     prefill_peers,
     ratio_ok,
 )
-from tests.plan.sglang_transcription import sglang_head_slice, sglang_target_ranks
+from tests.support.sglang_transcription import sglang_head_slice, sglang_target_ranks
 
 HEADS = [1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128]
 TPS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64]

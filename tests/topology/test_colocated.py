@@ -9,7 +9,7 @@ import pytest
 from pdctl.errors import UserError
 from pdctl.topology import build_topology, load_topology, load_topology_text
 from pdctl.topology.placement import place, placement_problems, port_bindings, port_clashes
-from tests.topology.samples import COLOCATED, MINIMAL
+from tests.support.topologies import COLOCATED, MINIMAL
 
 
 def _error(tmp_path: Path, text: str) -> str:

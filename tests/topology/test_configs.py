@@ -8,7 +8,7 @@ import pytest
 
 from pdctl.topology import load_topology
 from pdctl.topology.placement import machine_key, place, placement_problems, port_bindings, port_clashes
-from tests.topology.samples import CONFIGS, REPO
+from tests.support.topologies import CONFIGS, REPO
 
 
 def test_the_five_example_configs_exist() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from pdctl.errors import UserError
 from pdctl.topology import build_topology, load_topology, load_topology_text
-from tests.topology.samples import FULL, MINIMAL
+from tests.support.topologies import FULL, MINIMAL
 
 
 def _error(tmp_path: Path, text: str | bytes) -> str:

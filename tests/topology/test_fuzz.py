@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pdctl.errors import UserError
 from pdctl.topology import Topology, load_topology_text
-from tests.topology.samples import COLOCATED, FULL, MINIMAL
+from tests.support.topologies import COLOCATED, FULL, MINIMAL
 
 # A few hundred examples keep this under ~10 s; no example database (nothing written to the tree).
 FUZZ = settings(max_examples=300, deadline=None, database=None,

@@ -12,7 +12,7 @@ import pytest
 from pdctl.topology import load_topology_text
 from pdctl.topology.schema import topology_json_schema
 from pdctl.topology.sections import SERVER_KEYS, TopologyFile
-from tests.topology.samples import FULL, MINIMAL
+from tests.support.topologies import FULL, MINIMAL
 
 
 def test_defaults_are_the_spec_example_defaults() -> None:

@@ -1,0 +1,280 @@
+"""DecodeRole: register with a prefill (handshake), ask per room, wait for the KV + aux, or fail fast.
+
+One receiver thread polls every rank's backend for notifications ("kv ROOM PREFILL_RANK ok|err MSG"); a room
+is complete when every (prefill rank, decode rank) pair the plan pairs has reported. Failure is an answer,
+never a hang: a handshake rejection fails the request at once with SGLang's message, an error notification
+with the prefill's message, a silent prefill after --transfer-timeout, and a dead prefill (its bootstrap
+server stops answering twice in a row) within a few seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pdctl.plan import prefill_peers
+from pdctl.reference.roles import bootstrap
+from pdctl.reference.roles.base import DecodeDone, FirstToken, KVHandle, RequestInfo, RoleContext
+from pdctl.reference.roles.common import AuxSlots, PDFirstToken, make_backends, pools_desc, server_info
+from pdctl.reference.roles.handshake import handshake_problem
+from pdctl.reference.roles.sender import aux_cached_tokens, decode_aux
+
+log = logging.getLogger("pdctl.reference.roles")
+
+
+def _bootstrap_addr(req: RequestInfo) -> str | None:
+    """The prefill's bootstrap "host:port" the router put in REQ, or None when it is missing."""
+    if not req.bootstrap_host or req.bootstrap_port is None:
+        return None
+    return f"{req.bootstrap_host}:{int(req.bootstrap_port)}"
+
+
+@dataclass
+class _Pending:
+    room: int
+    addr: str
+    expected: set[tuple[int, int]]
+    done: DecodeDone
+    deadline: float
+    slot: int
+    got: set[tuple[int, int]] = field(default_factory=set)
+    giving_up: bool = False
+
+
+class DecodeRole:
+    """Decode side of PD: receiving endpoints (one per rank), registrations per prefill, pending rooms."""
+
+    name = "decode"
+
+    def __init__(self, ctx: RoleContext) -> None:
+        self.ctx = ctx
+        self.info = server_info(ctx, "decode")
+        self.decode_id = uuid.uuid4().hex
+        self.timeout = float(ctx.settings.transfer_timeout)
+        self.backends: list[Any] = []
+        self.aux = AuxSlots()
+        self._registered: dict[str, dict[str, Any]] = {}  # bootstrap addr -> prefill ServerInfo
+        self._reg_lock = threading.Lock()
+        self._pending: dict[int, _Pending] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="pd-recv")
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        """Register pools (and the aux slots on rank 0), start the receiver and the watchdog."""
+        self.backends = make_backends(self.ctx, "decode")
+        self.backends[0].register([self.aux.region])
+        for target, name in ((self._receive_loop, "pd-receiver"), (self._watchdog_loop, "pd-watchdog")):
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def shutdown(self) -> None:
+        """Fail what is pending, stop the threads, release endpoints."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=2)
+        with self._lock:
+            rooms = list(self._pending)
+        for room in rooms:
+            self._finish(room, "decode server is shutting down")
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for backend in self.backends:
+            backend.close()
+
+    # ---- the hook (engine thread) -------------------------------------------------------------------
+    def before_decode(self, req: RequestInfo, kv: KVHandle, done: DecodeDone) -> None:
+        """Register/ask on a worker thread; the engine thread returns at once."""
+        self._pool.submit(self._begin, req, kv, done)
+
+    def _begin(self, req: RequestInfo, kv: KVHandle, done: DecodeDone) -> None:
+        addr = _bootstrap_addr(req)
+        if addr is None or req.bootstrap_room is None:
+            done(
+                "decode request without bootstrap_host/bootstrap_port/bootstrap_room: "
+                "send PD requests through the PD router"
+            )
+            return
+        room = int(req.bootstrap_room)
+        try:
+            prefill = self._ensure_registered(addr)
+            slot = self.aux.alloc()  # RuntimeError when every aux slot is in flight
+        except Exception as exc:  # noqa: BLE001 - any failure here is the request's error answer
+            self._abort(addr, room, str(exc))
+            done(str(exc))
+            return
+        p_tp = int(prefill["tp_size"])
+        expected = {(p, d) for d in range(self.ctx.tp) for p in prefill_peers(p_tp, self.ctx.tp, d)}
+        with self._lock:
+            self._pending[room] = _Pending(room, addr, expected, done, time.monotonic() + self.timeout, slot)
+        doc = {
+            "decode_id": self.decode_id,
+            "room": room,
+            "cached_len": kv.cached_len,
+            "swa_first_page": kv.swa_first_page,
+            "aux_addr": self.aux.addr(slot),
+            "ranks": [{"full_pages": r.full_pages, "swa_pages": r.swa_pages} for r in kv.ranks],
+        }
+        try:
+            try:
+                bootstrap.post(addr, "/room", doc)
+            except bootstrap.BootstrapError as exc:
+                if "not registered" not in str(exc):
+                    raise
+                with self._reg_lock:  # the prefill restarted and forgot us: register again, once
+                    self._registered.pop(addr, None)
+                self._ensure_registered(addr)
+                bootstrap.post(addr, "/room", doc)
+        except Exception as exc:  # noqa: BLE001 - any failure here is the request's error answer
+            self._finish(room, str(exc))
+
+    def _ensure_registered(self, addr: str) -> dict[str, Any]:
+        """GET /route, check locally (SGLang's decode-side sanity checks), POST /register per rank."""
+        with self._reg_lock:
+            if addr in self._registered:
+                return self._registered[addr]
+            prefill = bootstrap.get_route(addr)
+            problem = handshake_problem(prefill, self.info)
+            if problem:
+                raise RuntimeError(problem)
+            for rank, backend in enumerate(self.backends):
+                bootstrap.post(
+                    addr,
+                    "/register",
+                    {
+                        "decode_id": self.decode_id,
+                        "rank": rank,
+                        "info": self.info,
+                        "metadata": backend.metadata(),
+                        "pools": pools_desc(self.ctx.kv.ranks[rank]),
+                    },
+                )
+            self._registered[addr] = prefill
+            log.info("registered %d decode ranks with prefill %s", len(self.backends), addr)
+            return prefill
+
+    def _abort(self, addr: str, room: int, message: str, timeout: float = 2.0) -> None:
+        """Tell the prefill this room is given up, so its request fails now too and it never writes into
+        the room's pages; the prefill answers once no write for the room is in flight any more."""
+        try:
+            bootstrap.post(addr, "/room", {"room": room, "abort": message}, timeout=timeout)
+        except Exception:  # noqa: BLE001, S110 - the prefill may be dead; decode already answers
+            pass
+
+    def _give_up(self, pending: _Pending, message: str) -> None:
+        """Timeout: abort the room on the prefill FIRST (it drains in-flight writes), then free the pages."""
+        self._abort(pending.addr, pending.room, message, timeout=10.0)
+        self._finish(pending.room, message)
+
+    def abort_request(self, req: RequestInfo, message: str) -> None:
+        """Engine thread: REQ failed here before its transfer began (e.g. no KV room): fail prefill's side."""
+        addr = _bootstrap_addr(req)
+        if addr is None or req.bootstrap_room is None:
+            return
+        try:
+            self._pool.submit(self._abort, addr, int(req.bootstrap_room), message)
+        except RuntimeError:  # shutting down
+            pass
+
+    # ---- completion (receiver / watchdog threads) ---------------------------------------------------
+    def _finish(self, room: int, result: FirstToken | str) -> None:
+        with self._lock:
+            pending = self._pending.pop(room, None)
+        if pending is None:
+            return
+        self.aux.free(pending.slot)
+        if isinstance(result, str):
+            log.warning("room %s failed: %s", room, result)
+        pending.done(result)
+
+    def _complete(self, pending: _Pending) -> None:
+        try:
+            blob = self.aux.view(pending.slot).tobytes()
+            token, logprob, top = decode_aux(blob)
+            cached = aux_cached_tokens(blob)
+        except ValueError as exc:
+            self._finish(pending.room, str(exc))
+            return
+        self._finish(pending.room, PDFirstToken(token, logprob, top, cached))
+
+    def _receive_loop(self) -> None:
+        while not self._stop.is_set():
+            got = False
+            for d, backend in enumerate(self.backends):
+                try:
+                    notes = backend.poll()
+                except Exception:  # a library hiccup must not kill the receiver
+                    log.exception("polling rank %d failed", d)
+                    notes = []
+                for note in notes:
+                    got = True
+                    self._on_note(d, note.message.decode("utf-8", "replace"))
+            now = time.monotonic()
+            with self._lock:
+                late = [p for p in self._pending.values() if now > p.deadline and not p.giving_up]
+                for p in late:
+                    p.giving_up = True
+            for p in late:
+                message = (
+                    f"KV transfer for bootstrap_room {p.room} timed out after {self.timeout:g}s "
+                    f"(got {len(p.got)} of {len(p.expected)} parts from prefill {p.addr})"
+                )
+                try:
+                    self._pool.submit(self._give_up, p, message)
+                except RuntimeError:  # shutting down
+                    self._finish(p.room, message)
+            if not got:
+                time.sleep(0.001 if self._pending else 0.01)
+
+    def _on_note(self, d: int, text: str) -> None:
+        parts = text.split(" ", 4)
+        if len(parts) < 4 or parts[0] != "kv":
+            return
+        try:
+            room, p, status = int(parts[1]), int(parts[2]), parts[3]
+        except ValueError:  # a malformed note must not kill the receiver (it also enforces the timeouts)
+            log.warning("ignored malformed KV notification %r", text[:200])
+            return
+        if status != "ok":
+            self._finish(room, parts[4] if len(parts) > 4 else "prefill reported a failed transfer")
+            return
+        with self._lock:
+            pending = self._pending.get(room)
+            if pending is None:
+                return
+            pending.got.add((p, d))
+            complete = pending.expected <= pending.got
+        if complete:
+            self._complete(pending)
+
+    def _watchdog_loop(self) -> None:
+        """Report a dead prefill: its bootstrap server stops answering while rooms wait on it."""
+        # Consecutive failed health checks per prefill: one slow answer on a loaded box is not death.
+        misses: dict[str, int] = {}
+        while not self._stop.wait(0.5):
+            with self._lock:
+                addrs = {p.addr for p in self._pending.values()}
+            for addr in addrs:
+                if bootstrap.alive(addr, timeout=1.0):
+                    misses.pop(addr, None)
+                    continue
+                misses[addr] = misses.get(addr, 0) + 1
+                if misses[addr] < 2:
+                    continue
+                misses.pop(addr, None)
+                with self._lock:
+                    rooms = [p.room for p in self._pending.values() if p.addr == addr]
+                for room in rooms:
+                    self._finish(
+                        room,
+                        f"prefill server at {addr} is unreachable (its bootstrap server stopped "
+                        "answering): the KV transfer was aborted",
+                    )
+                with self._reg_lock:
+                    self._registered.pop(addr, None)
