@@ -3,9 +3,13 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.pdctl-installed
+# SGLang's own code, importable on CPU, as an oracle for tests (its parser, its transfer math): a side venv.
+SGLANG_VENV  ?= .venv-sglang
+SGLANG_STAMP := $(SGLANG_VENV)/.pdctl-sglang-installed
+export PDCTL_SGLANG_PYTHON ?= $(abspath $(SGLANG_VENV))/bin/python
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: install system-deps test test-fast lint demo bench clean
+.PHONY: install system-deps sglang-env test test-fast lint demo bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -20,13 +24,21 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: system-deps $(STAMP)
 
+$(SGLANG_STAMP): scripts/sglang-env/build.sh scripts/sglang-env/requirements.txt
+	bash scripts/sglang-env/build.sh $(SGLANG_VENV) 0.5.23
+	touch $(SGLANG_STAMP)
+
+sglang-env: $(SGLANG_STAMP)
+
 # apt packages: libibverbs1 (Mooncake imports it), openssh-server (SSH executor tests), chromium (parity
 # report test), slurmctld/slurmd/slurm-client/munge (a real single-node Slurm for the slurm executor test).
 system-deps:
 	@bash scripts/system-deps.sh
 
-test: install
-	$(BIN)/python -m pytest -q
+# make test fails when pytest reports a failure or an error; CI (.ci/run) also sets PDCTL_STRICT_TESTS=1,
+# under which a skipped test fails the run too (tests/conftest.py).
+test: install sglang-env
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not e2e"
@@ -41,4 +53,4 @@ bench: install
 	$(BIN)/python -m benchmarks.run
 
 clean:
-	rm -rf $(VENV) .pdctl build *.egg-info
+	rm -rf $(VENV) $(SGLANG_VENV) .pdctl build *.egg-info

@@ -1,10 +1,20 @@
-"""Root fixtures: a deterministic reference checkpoint created once per test session."""
+"""Root fixtures and the run's policy.
+
+- `ref_checkpoint`: a deterministic reference checkpoint created once per session (no downloads in tests).
+- `chromium`: headless Chromium, or a skip BEFORE anything is launched when it is not installed.
+- `sglang_python`: the SGLang side environment's interpreter (`make sglang-env`), or a skip saying so.
+- Strict mode (`PDCTL_STRICT_TESTS=1`, set by .ci/run): a skipped test fails the run. In CI every part
+  is installed, so a skip can only hide breakage; the run lists the skips and exits non-zero.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+STRICT_ENV = "PDCTL_STRICT_TESTS"
 
 
 @pytest.fixture(scope="session")
@@ -13,3 +23,46 @@ def ref_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from pdctl.reference.checkpoint import init_checkpoint
 
     return init_checkpoint(tmp_path_factory.mktemp("ckpt") / "reference-tiny", seed=0)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """A headless Chromium (tests/support/chromium.py); skips the test when none is installed."""
+    from tests.support.chromium import Chromium, find_chromium
+
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("chromium is not installed (make system-deps installs it)")
+    return Chromium(binary)
+
+
+@pytest.fixture(scope="session")
+def sglang_python() -> str:
+    """The interpreter of the SGLang side environment (tests/support/sglang_env.py); skips when not built."""
+    from tests.support.sglang_env import ENV_VAR, sglang_python
+
+    path = sglang_python()
+    if path is None:
+        pytest.skip(f"SGLang side environment not built: run `make sglang-env` (or set {ENV_VAR})")
+    return path
+
+
+def strict() -> bool:
+    """Whether this run treats skips as failures (CI)."""
+    return os.environ.get(STRICT_ENV, "") not in ("", "0")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
+    skipped = terminalreporter.stats.get("skipped", [])
+    if strict() and skipped:
+        terminalreporter.section(f"{STRICT_ENV}=1: skipped tests fail this run", red=True)
+        for report in skipped:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            terminalreporter.write_line(f"SKIPPED {report.nodeid}: {reason}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if strict() and skipped and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

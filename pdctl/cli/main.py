@@ -88,7 +88,8 @@ def run(argv: list[str] | None = None) -> int:
     from pdctl.cli.render import print_error
 
     try:
-        cli.main(args=argv, prog_name="pdctl", standalone_mode=False)
+        # Without standalone mode click RETURNS the code of a ctx.exit()/Exit(n) instead of raising it.
+        code = cli.main(args=argv, prog_name="pdctl", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.Abort:
@@ -103,7 +104,7 @@ def run(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print_error("interrupted")
         return 130
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

@@ -37,6 +37,7 @@ class ServerArgs:
     num_threads: int = 1
     served_model_name: str | None = None
     log_level: str = "info"
+    port_file: str | None = None
     ignored: list[str] = field(default_factory=list)
 
 
@@ -68,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="torch CPU threads (fixed, not from the environment: results must not depend on the host)")
     a("--served-model-name", default=None)
     a("--log-level", default="info")
+    a("--port-file", default=None,
+      help="once serving, write the bound ports as JSON {port, bootstrap_port, pid} here (for --port 0)")
     return p
 
 

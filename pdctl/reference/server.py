@@ -89,12 +89,14 @@ def _abort_pd_room(engine: Engine, body: Any, message: str) -> None:
     engine.role.abort_request(info, message)
 
 
-def create_app(engine: Engine) -> FastAPI:
-    """The FastAPI app serving ENGINE (the engine thread starts/stops with the app's lifespan)."""
+def create_app(engine: Engine, *, role_started: bool = False) -> FastAPI:
+    """The FastAPI app serving ENGINE: the engine thread starts/stops with the app's lifespan, and so does the
+    role unless ROLE_STARTED (`serve` starts it before serving, so that a failure there is a clean exit 2)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> Any:
-        engine.role.start()
+        if not role_started:
+            engine.role.start()
         engine.scheduler.start()
         log.info("reference engine ready: role=%s tp=%d page_size=%d", engine.args.role, engine.args.tp,
                  engine.args.page_size)
@@ -204,7 +206,12 @@ def _server_class() -> type:
     import uvicorn
 
     class Server(uvicorn.Server):
-        """uvicorn, but SIGTERM/SIGINT end in exit status 0 after a graceful shutdown (no re-raise)."""
+        """uvicorn, but SIGTERM/SIGINT end in exit status 0 after a graceful shutdown (no re-raise), and once
+        it serves (engine and role started) its bound ports are written to `port_file` when one is set."""
+
+        port_file: str | None = None
+        ports: dict[str, int] | None = None
+        role: Any = None
 
         @contextmanager
         def capture_signals(self) -> Iterator[None]:
@@ -219,26 +226,70 @@ def _server_class() -> type:
                 for s, h in old.items():
                     signal.signal(s, h)
 
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            ports = dict(self.ports or {})
+            bootstrap = getattr(self.role, "bootstrap_port", None)  # prefill: bound by role.start()
+            if bootstrap is not None:
+                ports["bootstrap_port"] = int(bootstrap)
+            if self.port_file and not self.should_exit:
+                write_port_file(self.port_file, ports)
+
     return Server
 
 
-def _Server(config: Any) -> Any:
-    return _server_class()(config)
+def write_port_file(path: str, ports: dict[str, int]) -> None:
+    """Write the bound ports (+ pid) as JSON, atomically: the ready signal for whoever started the server
+    with --port 0 (a reader never sees half a file)."""
+    import os
+
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({**ports, "pid": os.getpid()}, f)
+    os.replace(tmp, path)
+
+
+def bind_socket(host: str, port: int) -> Any:
+    """Bind the HTTP socket here rather than in uvicorn, so that --port 0 yields a port we can report."""
+    import socket
+
+    from pdctl.errors import UserError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UserError(f"cannot bind the HTTP server on {host}:{port}: {exc}") from exc
+    sock.listen(2048)
+    return sock
 
 
 def serve(args: ServerArgs) -> None:
-    """Build the engine and serve until SIGTERM/SIGINT."""
+    """Bind the HTTP port, build the engine and serve until SIGTERM/SIGINT."""
     import uvicorn
 
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.ignored:
         log.warning("ignoring flags the reference engine does not use: %s", " ".join(args.ignored))
+    sock = bind_socket(args.host, args.port)
     engine = build_engine(args)
-    app = create_app(engine)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level.lower(),
+    try:  # the role binds its ports and registers memory: a failure is the user's to fix (exit 2), no traceback
+        engine.role.start()
+    except BaseException:
+        engine.role.shutdown()
+        sock.close()
+        raise
+    config = uvicorn.Config(create_app(engine, role_started=True), log_level=args.log_level.lower(),
                             access_log=False, timeout_graceful_shutdown=5)
-    _Server(config).run()
+    server = _server_class()(config)
+    server.port_file, server.role = args.port_file, engine.role
+    server.ports = {"port": int(sock.getsockname()[1])}
+    log.info("HTTP server on %s:%d", args.host, server.ports["port"])
+    server.run(sockets=[sock])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from pdctl.launch.executors.local import group_members
-from tests.support.launch_e2e import generate, needs_pd, pdctl, wait_state
+from tests.support.launch_e2e import generate, pdctl, wait_state
 from tests.support.launch_samples import local_cpu
 from tests.support.orphans import assert_no_orphans, group_pids, live_pids, started_records
 
-pytestmark = [pytest.mark.e2e, needs_pd]
+pytestmark = [pytest.mark.e2e]
 
 
 @pytest.fixture(scope="module")

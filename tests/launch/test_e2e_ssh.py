@@ -11,14 +11,13 @@ import pytest
 
 from pdctl.launch import launch_topology, teardown
 from pdctl.topology import load_topology
-from tests.support.launch_e2e import generate, needs_pd, pdctl
+from tests.support.launch_e2e import generate, pdctl
 from tests.support.launch_samples import local_cpu
 from tests.support.orphans import assert_no_orphans, group_pids, live_pids, started_records
 from tests.support.sshd import sshd_missing_reason, start_sshd
 
 pytestmark = [
     pytest.mark.e2e,
-    needs_pd,
     pytest.mark.skipif(sshd_missing_reason() is not None, reason=str(sshd_missing_reason())),
 ]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -185,12 +184,7 @@ def test_reference_engine_renders_its_own_command(tmp_path: Path) -> None:
     assert prefill.ports == [31000, 31998] and decode.ports == [31100]
 
 
-@pytest.mark.skipif(
-    not os.environ.get("PDCTL_SGLANG_PYTHON"),
-    reason="PDCTL_SGLANG_PYTHON (an interpreter that imports sglang 0.5.23) not set; "
-    "the golden flag list stands in for SGLang's parser",
-)
-def test_real_sglang_parser_accepts_every_rendered_command() -> None:
+def test_real_sglang_parser_accepts_every_rendered_command(sglang_python: str) -> None:
     commands = [sglang_args(p.argv) for c in sglang_configs() for p in render(load_topology(c)).workers]
     commands += [sglang_args(p.argv) for p in render(load_topology_text(SGLANG_BASE)).workers]
     script = (
@@ -204,7 +198,7 @@ def test_real_sglang_parser_accepts_every_rendered_command() -> None:
         "print('parsed', len(commands))\n"
     )
     done = subprocess.run(
-        [os.environ["PDCTL_SGLANG_PYTHON"], "-c", script],
+        [sglang_python, "-c", script],
         input=json.dumps(commands),
         check=False,
         capture_output=True,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.launch_e2e import generate, needs_pd, pdctl
+from tests.support.launch_e2e import generate, pdctl
 from tests.support.launch_samples import REPO, local_cpu
 
 SINGLE_NODE = REPO / "scripts" / "slurm" / "single-node.sh"
@@ -50,7 +50,6 @@ def _cannot_start() -> str | None:
 
 pytestmark = [
     pytest.mark.e2e,
-    needs_pd,
     pytest.mark.skipif(_cannot_start() is not None, reason=str(_cannot_start())),
 ]
 

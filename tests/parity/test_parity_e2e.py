@@ -6,21 +6,20 @@ runs another checkpoint, and the HTML report in headless Chromium.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+from tests.support import pd as pd_support
+from tests.support import servers
+from tests.support.chromium import Chromium
 
-servers = pytest.importorskip("tests.support.servers", reason="reference-engine test servers not available")
-pd_support = pytest.importorskip("tests.support.pd", reason="PD test support not available")
+pytestmark = pytest.mark.e2e
 
 # Short enough for CPU, long enough to cross a page (16), the window (32) and several pages.
 MAX_PROMPT_TOKENS = "49"
-CHROMIUM = "/usr/bin/chromium"
 
 
 def _parity(*args: str, timeout: float = 240, cwd: Path | None = None) -> tuple[subprocess.CompletedProcess, dict]:
@@ -65,7 +64,7 @@ def _write_state(run_dir: Path, pd) -> Path:
     return run_dir
 
 
-def test_pd_matches_colocated_cold_warm_concurrent(tmp_path, reference, pd) -> None:
+def test_pd_matches_colocated_cold_warm_concurrent(tmp_path, chromium: Chromium, reference, pd) -> None:
     run_dir = _write_state(tmp_path / "run", pd)
     report = tmp_path / "report.html"
     proc, doc = _parity(
@@ -84,35 +83,11 @@ def test_pd_matches_colocated_cold_warm_concurrent(tmp_path, reference, pd) -> N
     warm = doc["modes"]["warm"]
     assert max(warm["cached_tokens"]) >= 48  # prefill served three whole pages of the 49-token prompt
     assert doc["modes"]["warm"]["control"]["passed"] == doc["modes"]["warm"]["control"]["compared"]
-    _check_report_in_chromium(report, tmp_path)
-
-
-def _check_report_in_chromium(report: Path, tmp_path: Path) -> None:
-    """The HTML report opens in headless Chromium, and the page shows the plot (non-blank screenshot)."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip("chromium not installed (make system-deps)")
-    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'chromium-profile'}"]
-    dom = subprocess.run([*flags, "--dump-dom", report.resolve().as_uri()], check=False, capture_output=True, text=True,
-                         timeout=90, start_new_session=True)
-    assert 'id="plot"' in dom.stdout and "data:image/png;base64," in dom.stdout, dom.stderr[-2000:]
-    assert 'id="verdict">PASS<' in dom.stdout
-    shot = tmp_path / "report.png"
-    subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1200,900", report.resolve().as_uri()],
-                   check=False, capture_output=True, text=True, timeout=90, start_new_session=True)
-    assert shot.exists()
-    from matplotlib.image import imread
-
-    pixels = imread(str(shot))
-    assert pixels.shape[0] >= 800 and pixels.shape[1] >= 1100
-    # Non-blank: many distinct colours (the plot's lines, text), not a uniform page.
-    flat = (pixels[..., :3] * 255).astype("uint8").reshape(-1, 3)
-    import numpy as np
-
-    assert len(np.unique(flat, axis=0)) > 50
-    assert (flat.min(axis=1) < 200).mean() > 0.01  # a visible share of non-white pixels
-    shutil.rmtree(tmp_path / "chromium-profile", ignore_errors=True)
+    # The HTML report opens in headless Chromium, and the page shows the plot (non-blank screenshot).
+    dom = chromium.dump_dom(report)
+    assert 'id="plot"' in dom and "data:image/png;base64," in dom, dom[-2000:]
+    assert 'id="verdict">PASS<' in dom
+    chromium.assert_not_blank(chromium.screenshot(report, tmp_path / "report.png"))
 
 
 def test_broken_decode_layout_fails_cold_with_first_mismatch(ref_checkpoint, reference) -> None:

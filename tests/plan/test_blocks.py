@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -167,16 +165,15 @@ def test_merge_contiguous_like_sglang():
     assert merge_contiguous([], []) == []
 
 
-def test_vectorised_speed_8192_tokens_72_entries():
-    # gpt-oss-120b, 8192 tokens at page 64: 128 pages x 64 tokens x 72 layer-K/V entries
+def test_8192_tokens_72_entries_give_one_block_per_token_and_entry():
+    # gpt-oss-120b, 8192 tokens at page 64: 128 pages x 64 tokens x 72 layer-K/V entries (its speed is
+    # measured in benchmarks/bench_cli.py)
     layers, ps, pages = 36, 64, 128
     src_item, dst_item = ps * 8 * 128, ps * 2 * 128
     src = [i * 10**9 for i in range(2 * layers)]
     dst = [i * 10**9 for i in range(2 * layers)]
     pg = np.arange(pages)
-    t0 = time.perf_counter()
     blocks = head_slice_blocks(src, [src_item] * 72, dst, [dst_item] * 72, pg, pg, page_size=ps,
                                src_tp=1, src_rank=0, dst_tp=4, dst_rank=3, total_kv_heads=8)
-    elapsed = time.perf_counter() - t0
     assert sum(len(b[0]) for b in blocks) == 8192 * 72
-    assert elapsed < 2.0, elapsed
+    assert all(length == 2 * 128 for _, _, length in blocks)  # decode rank 3 of TP4 owns 2 of 8 heads

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
 import requests
-
-PD_MISSING = importlib.util.find_spec("pdctl.reference.pd") is None
-needs_pd = pytest.mark.skipif(
-    PD_MISSING, reason="the reference engine's PD roles (pdctl.reference.pd) are not in this tree yet"
-)
 
 
 def pdctl(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:

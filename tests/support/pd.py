@@ -3,8 +3,9 @@
     with start_pd(ref_checkpoint, prefill_tp=2, decode_tp=1, backend="nixl") as pd:
         requests.post(pd.router_url + "/generate", json={...})
 
-Every process runs in its own process group and is killed on exit; ports come from free_port(); every wait
-has a timeout and a failed start raises with the log tails.
+Every process runs in its own process group and is killed on exit; every wait has a timeout and a failed
+start raises with the log tails. No port races: reference servers bind port 0 and report theirs
+(tests/support/servers.py); the router's ports are reserved for this process (tests/support/net.py).
 """
 
 from __future__ import annotations
@@ -87,9 +88,7 @@ def start_servers(
     servers: list[RunningServer] = []
     try:
         for role, tp, extra in specs:
-            servers.append(
-                spawn_reference(checkpoint, role=role, tp=tp, port=free_port(), extra_args=extra, log_dir=log_dir)
-            )
+            servers.append(spawn_reference(checkpoint, role=role, tp=tp, extra_args=extra, log_dir=log_dir))
         for srv in servers:
             srv.wait_healthy(timeout)
         yield servers
@@ -118,7 +117,10 @@ def start_router(
     timeout: float = 120.0,
     log_dir: str | Path | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen, Path]]:
-    """The real sglang-router in PD mode for one prefill/decode pair; yields (url, process, log path)."""
+    """The real sglang-router in PD mode for one prefill/decode pair; yields (url, process, log path).
+
+    The router cannot report a port it picked itself: its ports are reserved for this test process
+    (tests/support/net.py::free_port), so no other process can take them before it binds."""
     log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="pdctl-pd-"))
     port, prom = free_port(), free_port()
     log_path = log_dir / f"router-{port}.log"
@@ -130,22 +132,18 @@ def start_router(
             start_new_session=True,
         )
     try:
-        wait_http_ok(f"http://127.0.0.1:{port}/health", timeout=timeout, proc=proc)
+        try:
+            wait_http_ok(f"http://127.0.0.1:{port}/health", timeout=timeout, proc=proc)
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"sglang-router did not start: {exc}\n--- router log ---\n{log_tail(log_path, 30)}") from exc
         yield f"http://127.0.0.1:{port}", proc, log_path
     finally:
         kill_group(proc)
 
 
-def pd_args(backend: str, page_size: int, bootstrap_port: int) -> list[str]:
-    """The PD flags both roles get."""
-    return [
-        "--page-size",
-        str(page_size),
-        "--disaggregation-transfer-backend",
-        backend,
-        "--disaggregation-bootstrap-port",
-        str(bootstrap_port),
-    ]
+def pd_args(backend: str, page_size: int) -> list[str]:
+    """The PD flags both roles get (the prefill's bootstrap port is 0: it reports the one it bound)."""
+    return ["--page-size", str(page_size), "--disaggregation-transfer-backend", backend]
 
 
 @contextmanager
@@ -163,14 +161,14 @@ def start_pd(
 ) -> Iterator[PDDeployment]:
     """Prefill + decode reference servers and the real router; yields once a PD request went through."""
     log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="pdctl-pd-"))
-    bootstrap_port = free_port()
-    common = pd_args(backend, page_size, bootstrap_port)
+    common = pd_args(backend, page_size)
     specs = [
         ("prefill", prefill_tp, [*common, *prefill_args]),
         ("decode", decode_tp, [*common, *decode_args]),
     ]
     with start_servers(checkpoint, specs, timeout=timeout, log_dir=log_dir) as servers:
         prefill, decode = servers
+        bootstrap_port = int(prefill.bootstrap_port)
         with start_router(
             prefill.url, bootstrap_port, decode.url, timeout=timeout, log_dir=log_dir
         ) as router:
@@ -219,12 +217,12 @@ def start_shared_prefill(
     {name: router URL, f"{name}:server": decode URL, "boot": bootstrap port, "prefill": prefill URL}; routers of names in ROUTABLE are
     waited on until a PD request succeeds (a decode the handshake rejects never becomes routable).
     """
-    boot = free_port()
-    common = pd_args(backend, page_size, boot)
+    common = pd_args(backend, page_size)
     specs = [("prefill", prefill_tp, [*common, *prefill_args])]
     specs += [("decode", tp, [*common, *extra]) for tp, extra in decodes.values()]
     with ExitStack() as stack:
         servers = stack.enter_context(start_servers(checkpoint, specs, timeout=timeout, log_dir=log_dir))
+        boot = int(servers[0].bootstrap_port)
         out: dict[str, str] = {"boot": str(boot), "prefill": servers[0].url}
         procs = []
         for name, srv in zip(decodes, servers[1:]):

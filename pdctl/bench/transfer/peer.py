@@ -81,6 +81,11 @@ class PeerProcess:
             raise CheckFailed(f"decode side of the bench failed: {doc['error']}")
         return doc
 
+    def exit_note(self) -> str:
+        """'' while the child runs; else '; decode side of the bench exited (code N)' (why a transfer failed)."""
+        code = self.proc.poll()
+        return "" if code is None else f"; decode side of the bench exited (code {code})"
+
     def close(self) -> None:
         try:
             self.send({"cmd": "quit"})

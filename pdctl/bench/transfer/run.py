@@ -19,7 +19,7 @@ from pdctl.bench.transfer.packed import chunk_ranges, gather, shape_pair_plan
 from pdctl.bench.transfer.packed import descriptors as packed_descriptors
 from pdctl.bench.transfer.peer import PeerProcess
 from pdctl.bench.transfer.rankmem import KVShape, RankMemory, global_kv
-from pdctl.errors import UserError
+from pdctl.errors import CheckFailed, UserError
 from pdctl.plan import (
     decode_peers,
     head_slice_blocks,
@@ -27,7 +27,7 @@ from pdctl.plan import (
     page_blocks,
     ratio_ok,
 )
-from pdctl.transfer.backends import BACKENDS, create_backend, flatten_blocks
+from pdctl.transfer.backends import BACKENDS, TransferError, create_backend, flatten_blocks
 
 __all__ = ["BenchConfig", "config_from_topology", "heads_note", "memcpy_gbps", "run_bench"]
 # The peer's own waits end after cfg.timeout; its setup and byte verification get this much on top.
@@ -107,6 +107,8 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
             copies.append(memcpy_gbps(payload))
         copy = max(copies)
         token, packed = _best(token_runs), _best(packed_runs)
+    except TransferError as exc:  # the bench's verdict: the KV could not be moved (exit 1, not a crash)
+        raise CheckFailed(f"KV transfer failed: {exc}{peer.exit_note()}") from exc
     finally:
         for backend in backends:
             backend.close()

@@ -77,6 +77,7 @@ class BootstrapServer:
 
             raise UserError(f"cannot bind the bootstrap server on {host}:{port}: {exc}") from exc
         self.httpd.daemon_threads = True
+        self.port = int(self.httpd.server_address[1])  # the bound port (port 0 picks a free one)
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="bootstrap", daemon=True)
 
     def start(self) -> None:

@@ -121,6 +121,7 @@ class DecodeRole:
             "aux_addr": self.aux.addr(slot),
             "ranks": [{"full_pages": r.full_pages, "swa_pages": r.swa_pages} for r in kv.ranks],
         }
+        log.info("room %d: asking prefill %s for its KV", room, addr)
         try:
             try:
                 bootstrap.post(addr, "/room", doc)

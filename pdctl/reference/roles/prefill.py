@@ -61,7 +61,12 @@ class PrefillRole:
         s = self.ctx.settings
         self.server = BootstrapServer(s.host, s.bootstrap_port, self.info, self._on_register, self._on_room)
         self.server.start()
-        log.info("bootstrap server on %s:%d (%s)", s.host, s.bootstrap_port, s.transfer_backend)
+        log.info("bootstrap server on %s:%d (%s)", s.host, self.server.port, s.transfer_backend)
+
+    @property
+    def bootstrap_port(self) -> int | None:
+        """The port the bootstrap server bound (differs from the flag's when that was 0); None before start."""
+        return self.server.port if self.server is not None else None
 
     def shutdown(self) -> None:
         """Close the bootstrap server, fail nothing new, release the endpoints."""

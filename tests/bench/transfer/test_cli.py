@@ -10,6 +10,8 @@ import pytest
 
 from tests.support.paths import REPO
 
+pytestmark = pytest.mark.e2e  # real transfer backends
+
 CONFIG = REPO / "benchmarks" / "bench_transfer.yaml"
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import pd as pd_support
+from tests.support import servers
 from tests.support.flaky_proxy import Faults, FlakyProxy
 from tests.support.paths import REPO as ROOT
 
@@ -26,7 +28,6 @@ FAST = ["--data-file", str(TEST_FILE), "--num-shots", "1", "--max-new-tokens", "
 
 @pytest.fixture(scope="module")
 def ref_url(ref_checkpoint: Path) -> Iterator[str]:
-    servers = pytest.importorskip("tests.support.servers")
     with servers.start_reference_server(ref_checkpoint, role="colocated", tp=1) as srv:
         yield srv.url
 
@@ -192,7 +193,6 @@ def test_run_dir_router_and_topology_floor(ref_url: str, tmp_path: Path) -> None
 
 def test_eval_through_the_router_of_a_pd_deployment(ref_checkpoint: Path, ref_url: str, tmp_path: Path) -> None:
     """Prefill TP2 -> decode TP1 behind the real sglang-router: same answers as the colocated engine."""
-    pd_support = pytest.importorskip("tests.support.pd")
     n, args = 6, [*FAST, "--num-questions", "6", "--parallel", "3"]
     with pd_support.start_pd(ref_checkpoint, prefill_tp=2, decode_tp=1, backend="nixl") as pd:
         out = _pdctl("--url", pd.router_url, *args, "--results", str(tmp_path / "pd.jsonl"), "--json",

@@ -7,8 +7,6 @@ handshake checks skipped), one prefill TP1 serves decode TP2 and TP4, each pair 
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import requests
 
@@ -96,19 +94,15 @@ def test_decode_gives_up_on_a_room_after_the_transfer_timeout(p2):
         "bootstrap_port": int(p2["boot"]),
         "bootstrap_room": 4242424242,
     }
-    t0 = time.monotonic()
-    r = requests.post(p2["v5d_unsafe:server"] + "/generate", json=req, timeout=60)
-    elapsed = time.monotonic() - t0
+    r = requests.post(p2["v5d_unsafe:server"] + "/generate", json=req, timeout=120)
+    assert r.status_code != 200
+    assert "timed out after 3s" in r.text, r.text  # decode's own --transfer-timeout 3 fired
+    # Decode told the prefill to abort the room: the prefill's own request for it fails with DECODE's
+    # message (it never writes into pages decode has freed); without the abort it would fail with its own
+    # 30 s timeout's message instead.
+    r = requests.post(p2["prefill"] + "/generate", json=req | {"return_logprob": False}, timeout=120)
     assert r.status_code != 200
     assert "timed out after 3s" in r.text, r.text
-    assert 2.5 <= elapsed < 13, elapsed
-    # Decode told the prefill to abort the room: the prefill's own request for it fails at once with
-    # decode's message (it never writes into pages decode has freed), not after the prefill's 30 s wait.
-    t0 = time.monotonic()
-    r = requests.post(p2["prefill"] + "/generate", json=req | {"return_logprob": False}, timeout=60)
-    assert r.status_code != 200
-    assert "timed out after 3s" in r.text, r.text
-    assert time.monotonic() - t0 < 15  # without decode's abort the prefill waits its 30 s for the room
 
 
 def test_decode_reports_the_prefills_cached_tokens(p2):
@@ -144,11 +138,8 @@ def test_prefill_rejection_reaches_decode_fast(p1, prompt_len, reason):
     """A prompt prefill rejects but decode would accept: decode hears of it at once (room aborted) and the
     client's error arrives well before decode's 30 s --transfer-timeout; both decodes keep serving."""
     prompt = "x" * prompt_len
-    t0 = time.monotonic()
-    r = requests.post(p1["d2"] + "/generate", json=body(prompt, max_new=2), timeout=60)
-    elapsed = time.monotonic() - t0
+    r = requests.post(p1["d2"] + "/generate", json=body(prompt, max_new=2), timeout=120)
     assert r.status_code != 200, r.text
-    assert reason in r.text, r.text
-    print(f"prefill rejection ({reason}) answered in {elapsed:.2f}s")
-    assert elapsed < 5, elapsed
+    # The prefill's reason, not decode's transfer timeout: decode heard of the rejection (room aborted).
+    assert reason in r.text and "timed out" not in r.text, r.text
     assert_same(generate(p1["d2"], PROMPTS[0]), generate(p1["d4"], PROMPTS[0]), "after a rejected request")

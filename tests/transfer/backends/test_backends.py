@@ -14,6 +14,8 @@ import pytest
 
 from pdctl.transfer.backends import TransferError, create_backend, flatten_blocks
 
+pytestmark = pytest.mark.e2e  # real transfer backends
+
 NBYTES = 1 << 20
 
 

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds pdctl's SGLang side environment: a venv in which SGLang's own Python code imports on CPU, so that tests
+# can call it as an oracle (its argument parser, its disaggregation conn modules) without CUDA.
+#   scripts/sglang-env/build.sh VENV [SGLANG_VERSION]
+# torch comes first and pinned to the CPU build (a bare requirement pulls a CUDA build); sglang and
+# compressed-tensors come without their dependency pins (they would pull CUDA wheels); the pure-Python
+# packages SGLang imports are pinned in requirements.txt beside this script; torchvision is replaced by an
+# inert stub (stubs/torchvision: its C ops cannot load against CPU torch; SGLang imports it only in multimodal
+# helpers the tests never call).
+set -euo pipefail
+venv=${1:?usage: build.sh VENV [SGLANG_VERSION]}
+version=${2:-0.5.23}
+here=$(cd "$(dirname "$0")" && pwd)
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+python3 -m venv "$venv"
+pip="$venv/bin/pip"
+"$pip" install -q torch==2.13.0 || "$pip" install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+"$pip" install -q -r "$here/requirements.txt"
+"$pip" install -q --no-deps "sglang==$version" compressed-tensors==0.18.0 apache-tvm-ffi==0.1.11
+site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+rm -rf "$site/torchvision"
+cp -r "$here/stubs/torchvision" "$site/torchvision"
+"$venv/bin/python" - "$version" <<'PY'
+import sys
+import sglang
+assert sglang.__version__ == sys.argv[1], (sglang.__version__, sys.argv[1])
+from sglang.srt.server_args import ServerArgs  # noqa: F401
+import sglang.srt.disaggregation.common.conn  # noqa: F401
+import sglang.srt.disaggregation.nixl.conn  # noqa: F401
+import sglang.srt.disaggregation.mooncake.conn  # noqa: F401
+print(f"sglang {sglang.__version__} imports on CPU")
+PY
