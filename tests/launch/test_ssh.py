@@ -17,6 +17,7 @@ from pdctl.launch.executors.ssh import SSHExecutor, ssh_argv
 from pdctl.launch.plan import ProcessSpec
 from pdctl.topology import load_topology
 from tests.support.launch_samples import local_cpu
+from tests.support.net import wait_for
 from tests.support.orphans import assert_no_orphans, started_records
 from tests.support.sshd import SSHServer, sshd_missing_reason, start_sshd
 
@@ -34,13 +35,6 @@ def sshd(tmp_path_factory: pytest.TempPathFactory):
         yield server
     finally:
         server.stop()
-
-
-def _wait(predicate, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.1)
 
 
 def test_remote_command_is_one_quoted_sh_script() -> None:
@@ -77,7 +71,7 @@ def test_start_logs_and_stop_a_process_over_ssh(tmp_path: Path, sshd: SSHServer)
     try:
         stat = proc_stat(record["pid"])
         assert stat is not None and stat[1] == record["pid"] == record["pgid"]  # leads its own group
-        _wait(lambda: "env" in Path(log).read_text())  # the "remote" is this machine: wait without ssh
+        wait_for(lambda: "env" in Path(log).read_text(), timeout=60, what="the remote process to write its log")  # the "remote" is this machine: wait without ssh
         text = executor.read_log(record, 10)  # then fetch it the way `pdctl logs` does
         assert f"argv [{evil!r}]" in text and f"env {evil}" in text
         environ = Path(f"/proc/{record['pid']}/environ").read_bytes().split(b"\0")
