@@ -214,8 +214,12 @@ def refuse_running(run_dir: Path) -> None:
         return
     try:
         records = all_records(read_state(run_dir))
-    except UserError:
-        return
+    except UserError as exc:  # it may be the only record of live processes: never overwrite it blindly
+        raise UserError(
+            f"{run_dir / STATE_FILE} of a previous launch cannot be read ({exc.message}); it may be the only "
+            "record of processes that still run, so pdctl will not overwrite it",
+            detail=f"check for leftover processes, then remove {run_dir / STATE_FILE} (or use another --run-dir)",
+        ) from exc
     running = [r["name"] for r in records if executor_for(r).group_alive(r)]
     if running:
         raise UserError(

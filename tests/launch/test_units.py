@@ -256,3 +256,20 @@ def test_run_dir_that_cannot_be_created_is_bad_input(tmp_path: Path) -> None:
     done = pdctl("launch", topo, "--dry-run", "--run-dir", str(tmp_path / "file" / "run"), cwd=tmp_path)
     assert done.returncode == 2 and "cannot create run directory" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("state_text", ["{", "[]", '{"processes": 3}'])
+def test_launch_never_overwrites_an_unreadable_state_json(tmp_path: Path, ref_checkpoint: Path, state_text: str) -> None:
+    """Issue 16: an unreadable state.json of a previous launch (maybe the only record of live processes) was
+    silently overwritten by the next launch."""
+    from tests.support.launch_e2e import pdctl
+    from tests.support.launch_samples import local_cpu
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "state.json").write_text(state_text)
+    topo = local_cpu(tmp_path, ref_checkpoint, name="over-broken-state")
+    done = pdctl("launch", str(topo), "--run-dir", str(run), "--detach", "--skip-compat", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "will not overwrite it" in " ".join(done.stderr.split()) and "Traceback" not in done.stderr
+    assert (run / "state.json").read_text() == state_text

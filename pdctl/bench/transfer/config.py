@@ -39,10 +39,10 @@ def config_from_topology(topo: Any, *, backend: str | None, tokens: int, repeats
     """Read the model shape (pdctl.models), attention TPs, page size, KV dtype and SWA pools of a topology."""
     from pdctl.models import resolve_model_spec
 
+    pre, dec = topo.require_pd("bench-transfer")  # a colocated topology has no KV transfer: exit 2
     spec = resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
     if spec.mla:
         raise UserError(f"{topo.name}: bench-transfer covers MHA/GQA KV (head slices); {spec.name} uses MLA")
-    pre, dec = topo.prefill, topo.decode
     hybrid = spec.hybrid_swa and bool(pre.hybrid_swa_memory and dec.hybrid_swa_memory)
     dtype = str(pre.kv_cache_dtype or "auto")
     # The reference engine caches float32; SGLang's "auto" is the checkpoint's bf16.

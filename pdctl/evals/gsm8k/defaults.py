@@ -1,8 +1,10 @@
 """Eval settings from a topology's `eval.gsm8k` block, so that `pdctl eval gsm8k` after a launch needs no flags.
 
-Why tolerant: the block is optional, the run dir may come from an older pdctl, and a topology may have moved;
-none of that should stop an eval, which then uses the built-in defaults (SGLang's: 200 questions, 5 shots,
-512 new tokens, 128 in flight, no floor). Options given on the command line always win.
+The block is optional: without one (or for a run dir of an older pdctl that recorded none) the built-in
+defaults apply (SGLang's: 200 questions, 5 shots, 512 new tokens, 128 in flight, no floor), and the source
+is said in the output and the JSON (`settings_from`). But a run whose topology can no longer be read is an
+error, never a silent fallback: its `floor` would vanish and a gate meant to fail could pass (a false OK).
+Options given on the command line always win.
 """
 
 from __future__ import annotations
@@ -34,12 +36,20 @@ def _from_yaml(path: Path) -> dict[str, Any]:
 
 def topology_file_of_run(run_dir: Path, state: dict[str, Any]) -> Path | None:
     """The topology a run was launched from: launch's copy in the run dir (what was launched, even if the
-    original has been edited or moved since), else the path recorded in state.json."""
+    original has been edited or moved since), else the path recorded in state.json; None if the run records
+    neither. A recorded topology that is gone is a UserError (see the module docstring)."""
     copy = run_dir / _TOPOLOGY_COPY
     if copy.is_file():
         return copy
     recorded = state.get("topology_path")
-    if isinstance(recorded, str) and Path(recorded).is_file():
+    if isinstance(recorded, str) and recorded:
+        if not Path(recorded).is_file():
+            raise UserError(
+                f"the topology of run {run_dir} cannot be read any more ({copy} is missing and "
+                f"{recorded} does not exist): its eval settings (floor included) would be lost",
+                detail="restore the file, or pass --topology FILE, or give --floor/--num-questions/... explicitly "
+                "and --url instead of --run-dir",
+            )
         return Path(recorded)
     return None
 
@@ -69,8 +79,9 @@ def eval_defaults(topology: str | Path | None = None, run_dir: Path | None = Non
         raise UserError(f"topology file {path} does not exist")
     try:
         values.update(_from_yaml(path))
-    except UserError:
+    except UserError as exc:
         if topology is not None:
             raise
-        return values, "built-in defaults (the run's topology could not be read)"
+        raise UserError(f"the topology of run {run_dir} ({path}) cannot be read, so its eval settings (floor "
+                        f"included) are unknown: {exc.message}", detail="fix the file, or pass --topology FILE") from exc
     return values, f"eval.gsm8k of {path}"

@@ -54,3 +54,7 @@ def test_bench_transfer_bad_input_exits_2(tmp_path):
     assert "Traceback" not in res.stderr
     res = _run(str(CONFIG), "--tokens", "0")
     assert res.returncode == 2 and "Traceback" not in res.stderr
+    # a colocated topology has no KV transfer to measure (issue 16: it ended in an AttributeError traceback)
+    res = _run(str(REPO / "configs" / "local-cpu-reference.yaml"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert "colocated" in res.stderr, res.stderr

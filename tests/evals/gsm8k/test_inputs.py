@@ -65,6 +65,29 @@ def test_defaults_from_a_run_dir(tmp_path: Path) -> None:
     assert values == BUILTIN and source == "built-in defaults"
 
 
+def test_a_run_whose_topology_cannot_be_read_is_an_error_not_a_lost_floor(tmp_path: Path) -> None:
+    """Issue 16: the floor of an unreadable topology vanished and the eval exited 0 (a false OK)."""
+    gone = tmp_path / "moved-away.yaml"
+    with pytest.raises(UserError, match="cannot be read any more"):
+        eval_defaults(None, tmp_path / "run", {"topology_path": str(gone)})
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "topology.yaml").write_text("name: [unterminated\n")
+    with pytest.raises(UserError, match="cannot be read, so its eval settings"):
+        eval_defaults(None, tmp_path / "broken", {})
+
+
+def test_eval_cli_refuses_a_run_whose_topology_is_gone(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    state = {"topology": "t", "run_dir": str(run), "topology_path": str(tmp_path / "gone.yaml"), "processes": [],
+             "router": {"url": f"http://127.0.0.1:{free_port()}"}}
+    (run / "state.json").write_text(json.dumps(state))
+    out = _pdctl("--run-dir", str(run), "--data-file", str(ROOT / "tests/data/gsm8k_test_50.jsonl"),
+                 cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert "cannot be read any more" in " ".join(out.stderr.split()) and "Traceback" not in out.stderr
+
+
 def _rec(index: int, key: str, correct: bool, error: str | None = None, tokens: int = 4) -> dict:
     return {"index": index, "key": key, "correct": correct, "strict_correct": False, "flexible_correct": correct,
             "invalid": error is not None, "error": error, "completion_tokens": tokens}
