@@ -60,7 +60,30 @@ def read_state(run_dir: str | Path | None) -> dict[str, Any]:
         raise UserError(f"{path}: run state has no valid `processes` list (not written by pdctl launch?)")
     if router is not None and not isinstance(router, dict):
         raise UserError(f"{path}: run state has no valid `router` object (not written by pdctl launch?)")
+    for record in [*processes, *([router] if router else [])]:
+        _check_record(record, path)
     return state
+
+
+# Keys every started process record has (pdctl.launch.state.new_record), and their types.
+_RECORD_KEYS: dict[str, type | tuple[type, ...]] = {"name": str, "role": str, "replica": int, "node": str}
+
+
+def _check_record(record: dict[str, Any], path: Path) -> None:
+    """A process record is usable: a started one has its identity keys, and its pid/pgid can be ones pdctl
+    started. Why so strict: signalling pgid 0 (or 1, or -1) would hit the caller's own process group (or every
+    process): a hand-edited or corrupt state.json must never make `pdctl down` kill the user's shell."""
+    who = record.get("name") if isinstance(record.get("name"), str) else "a process"
+    for key in ("pid", "pgid"):
+        value = record.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 1):
+            raise UserError(f"{path}: {who} has {key} {value!r}, which is not a process pdctl started; "
+                            "refusing to act on it")
+    if record.get("pid") is None and record.get("job_id") is None:
+        return  # never started: nothing will be signalled or probed
+    for key, kind in _RECORD_KEYS.items():
+        if not isinstance(record.get(key), kind) or isinstance(record.get(key), bool):
+            raise UserError(f"{path}: {who} has no valid `{key}` (not written by pdctl launch?)")
 
 
 def router_url(run_dir: str | Path | None) -> str:

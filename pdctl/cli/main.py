@@ -104,6 +104,19 @@ def run(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print_error("interrupted")
         return 130
+    except ModuleNotFoundError as exc:  # a CLI-only install: say which extra to install (exit 2)
+        from pdctl.extras import missing_module_error
+
+        error = missing_module_error(exc)
+        if error is None:
+            raise
+        print_error(error.message, error.detail)
+        return 2
+    except OSError as exc:  # a path the user gave (or one derived from it) cannot be used: bad input
+        if exc.filename is None:
+            raise
+        print_error(f"cannot use {exc.filename}: {exc.strerror or exc}")
+        return 2
     return code if isinstance(code, int) else 0
 
 

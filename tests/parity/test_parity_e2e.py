@@ -53,12 +53,12 @@ def _write_state(run_dir: Path, pd) -> Path:
     state = {
         "topology": "parity-test", "run_dir": str(run_dir),
         "processes": [
-            {"role": "prefill", "replica": 0, "node": "local", "pid": 0, "pgid": 0, "url": pd.prefill_url,
+            {"role": "prefill", "replica": 0, "node": "local", "pid": None, "pgid": None, "url": pd.prefill_url,
              "log": "", "executor": "local"},
-            {"role": "decode", "replica": 0, "node": "local", "pid": 0, "pgid": 0, "url": pd.decode_url,
+            {"role": "decode", "replica": 0, "node": "local", "pid": None, "pgid": None, "url": pd.decode_url,
              "log": "", "executor": "local"},
         ],
-        "router": {"url": pd.router_url, "pid": 0, "pgid": 0, "log": ""},
+        "router": {"url": pd.router_url, "pid": None, "pgid": None, "log": ""},
     }
     (run_dir / "state.json").write_text(json.dumps(state), encoding="utf-8")
     return run_dir

@@ -38,4 +38,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pdctl.procexit import run_and_exit
+
+    run_and_exit(main)  # a process that created a NIXL agent ends through procexit (NIXL crashes at exit)

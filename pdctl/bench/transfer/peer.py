@@ -181,7 +181,10 @@ class DecodeSide:
 
 
 def main() -> int:
-    """Serve the bench protocol until "quit" or EOF."""
+    """Serve the bench protocol until "quit" or EOF (or the driver's death: no orphan keeps working)."""
+    from pdctl.procexit import die_with_parent
+
+    die_with_parent()
     side: DecodeSide | None = None
     for line in sys.stdin:
         msg = json.loads(line)

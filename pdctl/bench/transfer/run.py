@@ -46,6 +46,39 @@ def memcpy_gbps(nbytes: int, repeats: int = 3) -> float:
     return nbytes / best / 1e9
 
 
+# Copies of the request's KV the bench holds at its peak, both processes together: the global KV in each
+# process, prefill and decode rank pools, packed staging, and the memcpy reference's source and destination.
+COPIES_AT_PEAK = 8
+
+
+def request_bytes(shape: KVShape) -> int:
+    """Bytes of one request's KV (K and V, every layer, all heads) in the shape's pools."""
+    tokens = shape.full_layers * shape.full_pages + shape.swa_layers * shape.swa_pages
+    return 2 * tokens * shape.page_size * shape.kv_heads * shape.head_bytes
+
+
+def available_memory() -> int | None:
+    """MemAvailable of this host in bytes (None where /proc/meminfo is missing)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def check_memory(shape: KVShape, tokens: int) -> None:
+    """Refuse (exit 2) a request whose KV cannot fit this host's memory, before allocating any of it: an
+    absurd --tokens must end in a message, not in the OOM killer picking a process."""
+    need, have = COPIES_AT_PEAK * request_bytes(shape), available_memory()
+    if have is not None and need > have:
+        raise UserError(f"--tokens {tokens}: bench-transfer would need about {need / 2**30:.1f} GiB of host memory "
+                        f"({COPIES_AT_PEAK} copies of the request's {request_bytes(shape) / 2**30:.2f} GiB of KV); "
+                        f"{have / 2**30:.1f} GiB are available")
+
+
 def run_bench(cfg: BenchConfig) -> dict[str, Any]:
     """Measure memcpy, the per-token path and the packed path side by side, `cfg.repeats` rounds after a
     warm-up that opens the connections, and return the JSON document.
@@ -63,6 +96,7 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
     if not ratio_ok(cfg.prefill_tp, cfg.decode_tp):
         raise UserError(f"attention TP sizes {cfg.prefill_tp} and {cfg.decode_tp}: neither divides the other")
     shape = kv_shape(cfg)
+    check_memory(shape, cfg.tokens)
     peer = PeerProcess(cfg.timeout + PEER_SLACK_S)
     backends: list[Any] = []
     try:

@@ -1,0 +1,58 @@
+"""Which optional extra of pdctl provides a third-party module, so that a command run on a CLI-only install
+(`pip install pdctl`, no extras) says what to install (exit 2) instead of ending in a ModuleNotFoundError.
+
+The extras are those of pyproject.toml: `engine` (the CPU reference engine, transfer backends, bench-transfer)
+and `eval` (datasets for GSM8K from the Hub, matplotlib for parity's report).
+"""
+
+from __future__ import annotations
+
+from pdctl.errors import UserError
+
+# top-level module -> extra that installs it
+MODULE_EXTRAS: dict[str, str] = {
+    "torch": "engine",
+    "numpy": "engine",
+    "safetensors": "engine",
+    "fastapi": "engine",
+    "starlette": "engine",
+    "uvicorn": "engine",
+    "nixl": "engine",
+    "nixl_cu12": "engine",
+    "mooncake": "engine",
+    "sglang_router": "engine",
+    "datasets": "eval",
+    "matplotlib": "eval",
+}
+
+INSTALL_HINT = {
+    "engine": "pip install 'pdctl[engine]' (install the CPU torch first: pip install torch==2.13.0), or `make install`",
+    "eval": "pip install 'pdctl[eval]', or `make install`",
+}
+
+
+def extra_for(module: str | None) -> str | None:
+    """The extra that provides MODULE (a dotted name is looked up by its top-level package), if any."""
+    if not module:
+        return None
+    return MODULE_EXTRAS.get(module.split(".")[0])
+
+
+def missing_module_error(exc: ModuleNotFoundError, what: str = "this command") -> UserError | None:
+    """A UserError saying which extra to install for EXC's module, or None when no extra provides it."""
+    extra = extra_for(exc.name)
+    if extra is None:
+        return None
+    return UserError(f"{what} needs the '{extra}' extra of pdctl ({exc.name} is not installed)",
+                     detail=f"install it: {INSTALL_HINT[extra]}")
+
+
+def require(*modules: str, what: str) -> None:
+    """Raise the UserError of the first of MODULES that cannot be imported (check BEFORE doing any work,
+    e.g. before creating an output directory)."""
+    import importlib.util
+
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            error = missing_module_error(ModuleNotFoundError(name=module), what)
+            raise error or UserError(f"{what} needs the Python module {module}, which is not installed")

@@ -1,0 +1,194 @@
+"""CLI fuzz: every command and subcommand, found from the click tree (so a new command is covered the day it
+is added), run with hypothesis-generated arguments, option values and input files, must end with exit 0, 1 or
+2, say in one screen what was wrong when it is 2, and never print a traceback.
+
+Inputs come from a pool built once per session (tests/support/fuzz_inputs.py): valid and broken topologies,
+JSONL data and prompt files, run dirs with broken or missing state.json/plan.json, directories where files are
+expected, non-UTF-8 and huge files, URLs where nothing listens. The pool is chosen so that no command can do
+long real work or reach the network: valid topologies run on 127.0.0.1 with an engine interpreter that does not
+exist, URLs point at reserved loopback ports with nothing behind them.
+
+Commands run in a worker process (tests/support/fuzz_worker.py) that calls the entry point's own
+`procexit.call_main(run)` for each example: an unexpected exception prints its traceback (and the example fails
+on it), SystemExit gives its code as it would in `pdctl`, and a command that hangs fails its example. A few hundred examples per `make test`; `PDCTL_FUZZ_EXAMPLES=5000` (per command) for a long run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pdctl.cli.main import cli
+from tests.support.fuzz_inputs import FuzzPool, build_pool
+from tests.support.fuzz_worker import MARK
+from tests.support.paths import REPO
+from tests.support.servers import kill_group
+
+PER_COMMAND = int(os.environ.get("PDCTL_FUZZ_EXAMPLES", "25"))
+ONE_SCREEN = 40  # lines of stderr an exit-2 message may take
+# parameter name (substring) -> the kind of pool path it is mostly given
+PATH_KINDS = {"topology": "topology", "run_dir": "run_dir", "data_file": "jsonl", "shots_file": "jsonl",
+              "prompts": "jsonl", "json_path": "output", "report": "output", "results": "output",
+              "directory": "checkpoint"}
+EXAMPLE_TIMEOUT_S = 180  # a command still running after this is a hang (every wait has a timeout)
+FUZZ = settings(max_examples=PER_COMMAND, deadline=None, database=None, derandomize=False,
+                suppress_health_check=list(HealthCheck))
+
+
+def walk(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
+    """Every leaf command below GROUP, with its full name (lazy groups are asked for each subcommand)."""
+    ctx = click.Context(group)
+    out = []
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        assert cmd is not None, f"{' '.join(prefix + (name,))} is listed but cannot be loaded"
+        if isinstance(cmd, click.Group):
+            out += walk(cmd, prefix + (name,))
+        else:
+            out.append((prefix + (name,), cmd))
+    return out
+
+
+COMMANDS = walk(cli)
+
+
+def test_the_click_tree_has_every_documented_command() -> None:
+    names = {" ".join(path) for path, _ in COMMANDS}
+    assert {"check-compat", "plan", "schema", "launch", "status", "logs", "down", "eval gsm8k", "parity",
+            "bench-transfer", "reference init-checkpoint", "reference serve"} <= names, names
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory: pytest.TempPathFactory) -> FuzzPool:
+    return build_pool(tmp_path_factory.mktemp("fuzz-pool"))
+
+
+def value_for(param: click.Parameter, pool: FuzzPool) -> st.SearchStrategy[str]:
+    """Strings for one parameter, from its click type: mostly sensible, sometimes wrong on purpose."""
+    t = param.type
+    junk = st.sampled_from(["", "-", "--", "x", "-1", "0", "1e99", "nan", "\u00e9\u00e8", "a" * 300, "[x]"])
+    if isinstance(t, click.Choice):
+        return st.one_of(st.sampled_from([str(c) for c in t.choices]), junk)
+    if isinstance(t, click.Path):
+        kind = next((k for key, k in PATH_KINDS.items() if key in (param.name or "")), None)
+        meant = [st.sampled_from(pool.kinds[kind])] * 8 if kind else []  # mostly the right kind of path
+        return st.one_of(*meant, st.sampled_from(pool.paths), junk)
+    if isinstance(t, (click.types.IntParamType, click.types.FloatParamType)):
+        # small values, or absurd ones that must be refused quickly (not "legitimately long" middles)
+        return st.one_of(st.integers(-3, 8).map(str), st.sampled_from(["0.5", "1e3", "-0", "64", "1000000000",
+                                                                        str(2**63)]), junk)
+    name = (param.name or "").lower()
+    if "url" in name or name in ("candidate", "reference"):
+        return st.one_of(st.sampled_from(pool.urls), junk)
+    if t is click.UNPROCESSED or name == "args":
+        return st.one_of(st.sampled_from(pool.server_flags), st.sampled_from(pool.paths), junk)
+    return st.one_of(st.sampled_from(pool.paths + pool.urls), st.text(max_size=20), junk)
+
+
+@st.composite
+def argv_for(draw: st.DrawFn, cmd: click.Command, pool: FuzzPool) -> list[str]:
+    argv: list[str] = []
+    for param in cmd.params:
+        if isinstance(param, click.Argument):
+            count = 1 if param.nargs == 1 else draw(st.integers(0, 4))
+            if draw(st.integers(0, 9)) == 0:
+                count = 0  # a missing argument
+            argv += [draw(value_for(param, pool)) for _ in range(count)]
+        elif isinstance(param, click.Option) and draw(st.booleans()):
+            flag = draw(st.sampled_from(param.opts))
+            if param.is_flag or param.count:
+                argv.append(flag)
+            else:
+                argv += [flag, draw(value_for(param, pool))]
+    if draw(st.integers(0, 7)) == 0:
+        argv.insert(draw(st.integers(0, len(argv))), draw(st.sampled_from(["--no-such-option", "extra-arg"])))
+    return argv
+
+
+class Worker:
+    """The fuzz worker process; restarted after a crash or a hang (which fail their example)."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.lines: queue.Queue[str | None] = queue.Queue()
+
+    def _start(self) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-m", "tests.support.fuzz_worker"], cwd=REPO, text=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, args=(proc, self.lines), daemon=True).start()
+        return proc
+
+    @staticmethod
+    def _read(proc: subprocess.Popen, lines: queue.Queue) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    def run(self, argv: list[str], cwd: Path) -> tuple[int | str, str, str]:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = self._start()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"argv": argv, "cwd": str(cwd)}) + "\n")
+        self.proc.stdin.flush()
+        noise: list[str] = []
+        while True:
+            try:
+                line = self.lines.get(timeout=EXAMPLE_TIMEOUT_S)
+            except queue.Empty:
+                self.close()
+                return f"hung for {EXAMPLE_TIMEOUT_S}s", "", "".join(noise[-50:])
+            if line is None:
+                code = self.proc.wait(timeout=30)
+                self.proc = None
+                return f"worker died (exit {code})", "", "".join(noise[-50:])
+            if line.startswith(MARK):
+                doc = json.loads(line[len(MARK):])
+                return doc["code"], doc["out"], doc["err"]
+            noise.append(line)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            kill_group(self.proc, timeout=30)
+            self.proc = None
+
+
+@pytest.fixture()
+def worker() -> Iterator[Worker]:
+    w = Worker()
+    yield w
+    w.close()
+
+
+@pytest.mark.parametrize("path,cmd", COMMANDS, ids=[" ".join(p) for p, _ in COMMANDS])
+def test_fuzzed_arguments_end_in_0_1_or_2_without_a_traceback(
+    path, cmd, pool: FuzzPool, worker: Worker, tmp_path: Path
+) -> None:
+    @FUZZ
+    @given(argv_for(cmd, pool))
+    def one(argv: list[str]) -> None:
+        full = [*path, *argv]
+        code, out, err = worker.run(full, tmp_path)
+        shown = f"pdctl {' '.join(full)!r} -> {code}\n--- stdout ---\n{out[-1500:]}\n--- stderr ---\n{err[-3000:]}"
+        assert code in (0, 1, 2), shown
+        assert "Traceback" not in out and "Traceback" not in err, shown
+        if code == 2:
+            assert err.strip(), "exit 2 must say what was wrong\n" + shown
+            assert len(err.strip().splitlines()) <= ONE_SCREEN, "an exit-2 message must fit one screen\n" + shown
+
+    one()
