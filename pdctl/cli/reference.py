@@ -37,6 +37,13 @@ def init_checkpoint_cmd(directory: str, seed: int, json_path: str | None) -> Non
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def serve_cmd(args: tuple[str, ...]) -> None:
     """Run the server; same flags as `python -m pdctl.reference` (see `pdctl reference serve --help`)."""
+    if "-h" in args or "--help" in args:  # the flags' help needs none of the engine's packages
+        from pdctl.reference.args import build_parser
+
+        build_parser().parse_args(["--help"])
+    from pdctl.extras import require
+
+    require("torch", "numpy", "safetensors", "fastapi", "uvicorn", what="the reference engine")
     from pdctl.reference.server import main
 
     code = main(list(args))

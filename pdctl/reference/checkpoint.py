@@ -51,6 +51,9 @@ def init_checkpoint(path: str | Path, seed: int = 0, **overrides: Any) -> Path:
     if "num_hidden_layers" in overrides and "layer_types" not in overrides:
         doc["layer_types"] = default_layer_types(int(doc["num_hidden_layers"]))
     cfg = ModelConfig.from_dict(doc, source="init_checkpoint")
+    from pdctl.extras import require
+
+    require("torch", "safetensors", what="writing a reference checkpoint")  # before creating anything
     out = Path(path)
     try:
         out.mkdir(parents=True, exist_ok=True)

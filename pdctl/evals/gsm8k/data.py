@@ -102,9 +102,18 @@ def load_hf_split(split: str) -> list[Item]:
 
     Raises UserError suggesting --data-file when it is neither cached nor downloadable.
     """
+    from pdctl.extras import missing_module_error
+
     offline = _prepare_hf_env()
     try:
         import datasets  # heavy: imported only when the user did not give --data-file
+    except ModuleNotFoundError as exc:
+        error = missing_module_error(exc, f"loading {DATASET} from the Hub")
+        if error is None:
+            raise
+        raise UserError(f"{error.message}; or pass --data-file JSONL with {{\"question\", \"answer\"}} lines",
+                        detail=error.detail) from exc
+    try:
 
         datasets.logging.set_verbosity_error()
         rows = datasets.load_dataset(DATASET, CONFIG, split=split)
