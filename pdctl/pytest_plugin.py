@@ -2,7 +2,8 @@
 installed): a test session that created a NIXL agent must still end with pytest's own exit code.
 
 Why: NIXL 1.5.1's native destructors crash (SIGSEGV) at interpreter exit once an agent was created, whether
-or not it was closed — a passing run would exit -11 and a failing one would not exit 1. pytest is the entry
+or not it was closed, on hosts with RDMA verbs providers installed (pdctl/procexit.py) — a passing run would
+exit -11 and a failing one would not exit 1. pytest is the entry
 point of such a process, so its exit is decided here, last: after every other unconfigure hook (the terminal
 summary and the JUnit report are written by then), with a native transfer library loaded, the process ends
 through pdctl.procexit with the session's exit status. Without one loaded nothing changes.
