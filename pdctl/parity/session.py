@@ -25,7 +25,7 @@ from pdctl.parity.endpoints import (
 )
 from pdctl.parity.prompts import Prompt, SuiteFacts, default_suite, facts_from_info, load_prompts_file
 from pdctl.parity.results import ParityResult
-from pdctl.parity.runner import ParityOptions, Progress, run_parity
+from pdctl.parity.runner import ParityOptions, Progress, ProgressUpdate, run_parity
 
 
 @dataclass
@@ -166,8 +166,13 @@ def build_prompts(req: ParityRequest, facts: SuiteFacts) -> list[Prompt]:
 def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityResult:
     """Do the whole run the user asked for; the reference topology (if any) is torn down before returning."""
     req.validate()
+    say = progress or (lambda _update: None)
+    say(ProgressUpdate("setup", 0, 0, detail="checking the candidate"))
     candidate = candidate_target(req)
+    what = "launching the reference topology" if req.reference_topology else "checking the reference"
+    say(ProgressUpdate("setup", 0, 0, detail=what))
     with reference_target(req) as reference:
+        say(ProgressUpdate("setup", 0, 0, detail="reading server facts"))
         facts = gather_facts(candidate, reference, req)
         prompts = build_prompts(req, facts)
         opts = ParityOptions(
