@@ -75,7 +75,9 @@ class PDHandoff:
         if self._transferring.pop(id(req), None) is None:
             log.warning("prefill role called done twice (or late) for %s; ignored", req.rid)
             return
-        if err:
+        if req.abort_message is not None:
+            self._finish(req, error=req.abort_message, status=499)
+        elif err:
             self._finish(req, error=f"KV transfer failed: {err}")
         else:
             self._finish(req, reason=finish_reason("length", length=len(req.output_ids)))
@@ -83,6 +85,9 @@ class PDHandoff:
     def _on_decode_ready(self, req: GenRequest, result: FirstToken | str) -> None:
         if self._transferring.pop(id(req), None) is None:
             log.warning("decode role called done twice (or late) for %s; ignored", req.rid)
+            return
+        if req.abort_message is not None:
+            self._finish(req, error=req.abort_message, status=499)
             return
         if isinstance(result, str):
             self._finish(req, error=f"KV transfer failed: {result}")

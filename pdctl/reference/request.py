@@ -44,6 +44,7 @@ class GenRequest:
     finish: dict[str, Any] | None = None
     stop_text_index: int | None = None  # cut the output text here (a stop string matched)
     error: str | None = None
+    abort_message: str | None = None  # set when a client went away while a role moved the request's KV
     error_status: int = 500
     generator: Any = None
 

@@ -92,6 +92,11 @@ class Scheduler(PDHandoff):
                 self._rooms[int(req.bootstrap_room)] = self._rooms.get(int(req.bootstrap_room), 0) + 1
         self._inbox.put(("new", req))
 
+    def abort(self, req: GenRequest, message: str = "request aborted: the client went away") -> None:
+        """Stop REQ (any thread): it finishes with MESSAGE and its pages are freed on the engine thread; a
+        request whose KV a role is moving finishes when the role is done with its pages."""
+        self._inbox.put(("abort", req, message))
+
     def live_rooms(self) -> set[int]:
         """Bootstrap rooms of the requests this server holds (queued, prefilling, transferring or decoding):
         what a PD peer's liveness probe asks about, so a slow server is told apart from one that lost them."""
@@ -154,6 +159,12 @@ class Scheduler(PDHandoff):
                 seed = req.sampling.seed if req.sampling.seed is not None else self.random_seed + self._counter
                 req.generator = torch.Generator().manual_seed(int(seed))
             self._waiting.append(req)
+        elif kind == "abort":
+            req, message = item[1], item[2]
+            if req.state == "transferring":
+                req.abort_message = message
+            elif req.state != "finished":
+                self._finish(req, error=message, status=499)
         elif kind == "flush":
             item[1].put(self.cache.flush() if self.cache else 0)
         elif kind == "prefill_done":

@@ -112,7 +112,7 @@ def test_oom_request_gets_error_and_engine_keeps_serving(ref_checkpoint):
 
     from pdctl.reference.args import parse_args
     from pdctl.reference.engine import build_engine
-    from pdctl.reference.server import create_app
+    from pdctl.reference.http.app import create_app
 
     engine = build_engine(parse_args(["--model-path", str(ref_checkpoint), "--max-total-tokens", "64"]))
     with TestClient(create_app(engine)) as client:
