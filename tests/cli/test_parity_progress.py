@@ -18,13 +18,17 @@ def _updates():
     yield ProgressUpdate("warm", 1, 3, 2, 0, "below_page:15")
 
 
-def test_plain_lines_when_not_a_terminal():
+def _render(terminal: bool) -> tuple[LiveProgress, str]:
     buf = io.StringIO()
-    view = LiveProgress(Console(file=buf, force_terminal=False, width=200))
+    view = LiveProgress(Console(file=buf, force_terminal=terminal, width=200))
     with view.progress:
         for update in _updates():
             view(update)
-    out = buf.getvalue()
+    return view, buf.getvalue()
+
+
+def test_plain_lines_when_not_a_terminal():
+    _, out = _render(terminal=False)
     assert "parity: checking the candidate" in out
     assert "parity cold: 1/3  pass 1 fail 0  below_page:15" in out
     assert "parity cold: 2/3  pass 1 fail 1  one_page:16" in out
@@ -32,12 +36,8 @@ def test_plain_lines_when_not_a_terminal():
 
 
 def test_a_bar_per_phase_on_a_terminal():
-    buf = io.StringIO()
-    view = LiveProgress(Console(file=buf, force_terminal=True, width=200))
-    with view.progress:
-        for update in _updates():
-            view(update)
+    view, out = _render(terminal=True)
     assert set(view.tasks) == {"cold", "warm"}
     cold = view.progress.tasks[view.tasks["cold"]]
     assert (cold.completed, cold.total) == (2, 3) and "pass 1 fail 1" in cold.fields["stats"]
-    assert "pass 2 fail 0" in buf.getvalue()
+    assert "pass 2 fail 0" in out
