@@ -29,21 +29,6 @@ TARGET_IDLE_CORE_SHARE = 0.02
 PROMPTS = {"short (17 tokens)": "x" * 16, "long (1025 tokens)": "y" * 1024}
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of PID (all its threads), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def idle_share(pids: dict[str, int], seconds: float) -> dict[str, float]:
-    """Share of one core each process used over SECONDS of idling."""
-    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    start = time.monotonic()
-    time.sleep(seconds)  # the measurement window itself, not a synchronisation
-    wall = time.monotonic() - start
-    return {name: (cpu_seconds(pid) - before[name]) / wall for name, pid in pids.items()}
-
-
 def latencies(router_url: str, text: str, rounds: int) -> list[float]:
     """Wall seconds of ROUNDS sequential one-token PD requests for TEXT."""
     import requests
@@ -62,6 +47,7 @@ def latencies(router_url: str, text: str, rounds: int) -> list[float]:
 def measure(checkpoint: Path, progress_thread: bool) -> dict:
     """Start the deployment with or without NIXL's progress thread; idle CPU and request latencies."""
     from pdctl.transfer.backends.nixl import PROGRESS_THREAD_ENV
+    from tests.support.cpu import idle_share
     from tests.support.pd import start_pd
 
     if progress_thread:
