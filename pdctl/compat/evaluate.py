@@ -1,8 +1,10 @@
 """Run every rule over a topology and assemble the check-compat report (CLI.md's JSON document).
 
-`evaluate` returns one finding per rule — passing ones too — so the table and JSON always list every rule
-and a reader can see what was checked, not only what failed. On a colocated (non-PD) topology the PD-only
-rules are listed as passing with "n/a: colocated topology", and there is no head map or transfer plan.
+The pipeline: topology -> rendered commands (what launch starts) -> parsed with the SGLang version's flag
+table -> effective settings per role -> rules (pdctl/compat/effective.py). `evaluate` returns one finding per
+rule — passing ones too — so the table and JSON always list every rule and a reader can see what was checked,
+not only what failed. On a colocated (non-PD) topology the PD-only rules are listed as passing with
+"n/a: colocated topology", and there is no head map or transfer plan.
 """
 
 from __future__ import annotations
@@ -10,23 +12,31 @@ from __future__ import annotations
 from typing import Any
 
 from pdctl.compat.context import Context
+from pdctl.compat.effective import Effective, effective
 from pdctl.compat.findings import NOT_APPLICABLE, Finding
 from pdctl.compat.table import RULES
 from pdctl.models.spec import ModelSpec
+from pdctl.sglang.versions import VersionChoice
 
 
-def evaluate(topo: Any, spec: ModelSpec) -> list[Finding]:
-    """One Finding per rule, in table order; `ok` false where the rule fired."""
-    ctx = Context(topo, spec)
+def judge(topo: Any, spec: ModelSpec, eff: Effective) -> list[Finding]:
+    """One Finding per rule over already-built effective settings, in table order."""
+    ctx = Context(topo, spec, eff)
     findings: list[Finding] = []
     for rule in RULES:
         if ctx.colocated and not rule.colocated:
-            findings.append(Finding(rule.id, rule.severity, True, NOT_APPLICABLE, None))
+            findings.append(Finding(rule.id, rule.severity, True, NOT_APPLICABLE, None, rule.stage))
             continue
         outcome = rule.check(ctx)
         findings.append(Finding(rule.id, rule.severity, not outcome.fired, outcome.message,
-                                rule.fix if outcome.fired else None))
+                                rule.fix if outcome.fired else None, rule.stage))
     return findings
+
+
+def evaluate(topo: Any, spec: ModelSpec, version: VersionChoice | None = None) -> list[Finding]:
+    """One Finding per rule, in table order; `ok` false where the rule fired. VERSION: the SGLang version
+    judged (default: engine.version, else pdctl's default version, said so in the report)."""
+    return judge(topo, spec, effective(topo, version))
 
 
 def is_compatible(findings: list[Finding]) -> bool:
@@ -60,16 +70,28 @@ def heads_and_transfer(
     return heads, transfer_plan(topo, spec, tokens, prefix_len).to_dict()
 
 
-def compat_report(topo: Any, spec: ModelSpec, tokens: int = 8192) -> dict[str, Any]:
-    """The whole check-compat document: verdict, model spec, findings, head map, attn TP, transfer plan
-    (the last two empty / null where `heads_and_transfer` cannot compute them)."""
-    findings = evaluate(topo, spec)
+def version_info(topo: Any, eff: Effective) -> dict[str, Any]:
+    """Which engine and SGLang version judged the commands (JSON `sglang`): asked, used, table, source."""
+    if topo.engine.kind != "sglang":
+        return {"engine": topo.engine.kind, "version": None, "table": None, "source": "reference engine",
+                "note": None, "asked": None}
+    return {"engine": "sglang", **eff.version.to_dict()}
+
+
+def compat_report(topo: Any, spec: ModelSpec, tokens: int = 8192,
+                  version: VersionChoice | None = None) -> dict[str, Any]:
+    """The whole check-compat document: verdict, model spec, the version judged, findings (with the stage
+    each rule's failure would hit), head map, attn TP, transfer plan (the last two empty / null where
+    `heads_and_transfer` cannot compute them)."""
+    eff = effective(topo, version)
+    findings = judge(topo, spec, eff)
     heads, transfer = heads_and_transfer(topo, spec, tokens)
     return {
         "ok": is_compatible(findings),
         "topology": topo.name,
         "mode": getattr(topo, "mode", "pd"),
         "source": str(topo.source_path) if getattr(topo, "source_path", None) else None,
+        "sglang": version_info(topo, eff),
         "model": spec.to_dict(),
         "findings": [f.to_dict() for f in findings],
         "heads": heads,

@@ -64,11 +64,18 @@ def test_p1_d4_pp2_fails_hetero_tp_swa_pp():
     assert failed(topo, spec) == {"hetero-tp-swa-pp"}
 
 
-@pytest.mark.parametrize("layout", ["vectorized_5d", "hnd"])
-def test_p1_d4_layout_fails_hetero_tp_swa_layout(layout):
-    topo, spec = make(server={"kv_layout": layout})
+def test_p1_d4_hnd_layout_fails_hetero_tp_swa_layout():
+    topo, spec = make(server={"kv_layout": "hnd"})
     assert failed(topo, spec) == {"hetero-tp-swa-layout"}
-    assert f"needs the NHD KV cache layout, got {layout}" in finding(topo, spec, "hetero-tp-swa-layout").message
+    assert "needs the NHD KV cache layout, got hnd" in finding(topo, spec, "hetero-tp-swa-layout").message
+
+
+def test_vectorized_5d_cannot_be_rendered_on_nvidia():
+    # SGLANG_AITER_KV_CACHE_LAYOUT is ROCm-only: SGLang would run NHD, so the head-slice rule passes and the
+    # layout rule says the topology cannot be what it claims
+    topo, spec = make(server={"kv_layout": "vectorized_5d"})
+    assert failed(topo, spec) == {"kv-layout-platform"}
+    assert "ROCm" in finding(topo, spec, "kv-layout-platform").message
 
 
 def test_p1_d4_mxfp8_fails_hetero_tp_mxfp8():
@@ -88,7 +95,7 @@ def test_mxfp8_equal_tp_passes_on_gb300_fails_on_h100():
 
 def test_equal_tp_exempts_head_slice_rules():
     topo, spec = make(prefill={"tp": 4, "pp": 2}, decode={"tp": 4, "pp": 2}, nodes=gpu("gb300", 8, 8),
-                      server={"kv_layout": "vectorized_5d"})
+                      server={"kv_layout": "hnd"})
     assert failed(topo, spec) == set()
 
 
@@ -120,8 +127,8 @@ def test_dp_attention_sets_attn_tp():
 
 
 def test_hetero_tp_swa_version_rules():
-    for version, bad in [("0.5.22", True), ("0.5.23rc1", True), ("0.5.23", False), ("0.5.23.post1", False),
-                         ("0.6.0", False)]:
+    for version, bad in [("0.5.16", True), ("0.5.21", True), ("0.5.22rc1", True), ("0.5.22", False),
+                         ("0.5.23", False), ("0.5.23.post1", False), ("0.6.0", False)]:
         topo, spec = make(engine={"version": version})
         assert (failed(topo, spec) == {"hetero-tp-swa-version"}) is bad, version
     topo, spec = make(engine={"version": None})
@@ -215,7 +222,7 @@ def test_report_shape():
     assert {"ok", "topology", "model", "findings", "heads", "attn_tp", "transfer"} <= set(report)
     assert report["ok"] is True and report["topology"] == "gpt-oss-120b-p1-d4"
     assert len(report["heads"]) == 4 and report["transfer"]["path"] == "head-slice"
-    assert set(report["findings"][0]) == {"rule", "severity", "ok", "message", "fix"}
+    assert set(report["findings"][0]) == {"rule", "severity", "ok", "message", "fix", "stage"}
 
 
 def test_docs_describe_every_rule():
