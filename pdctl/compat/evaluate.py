@@ -44,19 +44,21 @@ def is_compatible(findings: list[Finding]) -> bool:
     return not any(f.is_error for f in findings)
 
 
-def attn_tp_info(topo: Any) -> dict[str, dict[str, int | bool]]:
-    """Attention TP per role with the numbers it is derived from."""
+def attn_tp_info(topo: Any, eff: Effective | None = None) -> dict[str, dict[str, int | bool]]:
+    """Attention TP per role with the numbers it is derived from (as the rendered commands set them)."""
+    roles = (eff or effective(topo)).roles
     return {
-        r.name: {"tp": r.tp, "dp": r.dp, "enable_dp_attention": r.enable_dp_attention, "pp": r.pp,
-                 "attn_tp": r.attn_tp}
+        r.name: {"tp": roles[r.name].tp, "dp": r.dp, "enable_dp_attention": roles[r.name].enable_dp_attention,
+                 "pp": roles[r.name].pp, "attn_tp": roles[r.name].attn_tp}
         for r in topo.roles()
     }
 
 
 def heads_and_transfer(
-    topo: Any, spec: ModelSpec, tokens: int, prefix_len: int = 0
+    topo: Any, spec: ModelSpec, tokens: int, prefix_len: int = 0, eff: Effective | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The KV head ownership map and the transfer plan of one request, as JSON-ready data.
+    """The KV head ownership map and the transfer plan of one request, as JSON-ready data, for the roles as
+    the rendered commands run them (EFF; built here when not given).
 
     Only computable when the attention TP sizes map onto each other; otherwise ([], None), and the
     attn-tp-ratio finding says why. A colocated topology has neither (no transfer).
@@ -64,10 +66,14 @@ def heads_and_transfer(
     from pdctl.plan.heads import ownership_map, ratio_ok
     from pdctl.plan.transfer import transfer_plan
 
-    if getattr(topo, "mode", "pd") != "pd" or not ratio_ok(topo.prefill.attn_tp, topo.decode.attn_tp):
+    if getattr(topo, "mode", "pd") != "pd":
         return [], None
-    heads = ownership_map(topo.prefill.attn_tp, topo.decode.attn_tp, 1 if spec.mla else spec.num_kv_heads)
-    return heads, transfer_plan(topo, spec, tokens, prefix_len).to_dict()
+    eff = eff or effective(topo)
+    pre, dec = eff.roles["prefill"], eff.roles["decode"]
+    if not ratio_ok(pre.attn_tp, dec.attn_tp) or pre.page_size is None:
+        return [], None
+    heads = ownership_map(pre.attn_tp, dec.attn_tp, 1 if spec.mla else spec.num_kv_heads)
+    return heads, transfer_plan(topo, spec, tokens, prefix_len, roles=(pre, dec)).to_dict()
 
 
 def version_info(topo: Any, eff: Effective) -> dict[str, Any]:
@@ -85,7 +91,7 @@ def compat_report(topo: Any, spec: ModelSpec, tokens: int = 8192,
     `heads_and_transfer` cannot compute them)."""
     eff = effective(topo, version)
     findings = judge(topo, spec, eff)
-    heads, transfer = heads_and_transfer(topo, spec, tokens)
+    heads, transfer = heads_and_transfer(topo, spec, tokens, eff=eff)
     return {
         "ok": is_compatible(findings),
         "topology": topo.name,
@@ -95,6 +101,6 @@ def compat_report(topo: Any, spec: ModelSpec, tokens: int = 8192,
         "model": spec.to_dict(),
         "findings": [f.to_dict() for f in findings],
         "heads": heads,
-        "attn_tp": attn_tp_info(topo),
+        "attn_tp": attn_tp_info(topo, eff),
         "transfer": transfer,
     }
