@@ -48,17 +48,29 @@ def attn_tp_ratio(ctx: Context) -> Outcome:
     return passed(f"attention TP {p} -> {d}" + ("" if p == d else f" (ratio {max(p, d) // min(p, d)})"))
 
 
+def nixl_head_groups(prefill_tp: int, decode_tp: int, kv_heads: int) -> tuple[int, bool]:
+    """(num_groups, tiles): the head groups NIXL's `_init_hetero_tp_prep_handle` interleaves per token when
+    decode TP is larger, and whether they tile a prefill page as its assertion demands
+    (`page_size * num_groups * bytes_per_token_to_send == src_kv_item_len`)."""
+    if prefill_tp >= decode_tp:
+        return 1, True  # one group of all the prefill rank's heads
+    groups = decode_tp // prefill_tp // max(1, decode_tp // kv_heads)
+    return groups, groups * max(1, kv_heads // decode_tp) == max(1, kv_heads // prefill_tp)
+
+
 def nixl_tp_over_heads(ctx: Context) -> Outcome:
-    """NIXL's hetero-TP dlists interleave decode_tp // prefill_tp // replication head groups: 0 groups when
-    prefill TP already exceeds the KV heads and decode TP is larger still."""
+    """NIXL's hetero-TP dlists interleave decode_tp // prefill_tp // replication head groups per token; when
+    they do not tile a prefill page (0 groups when prefill TP already exceeds the KV heads and decode TP is
+    larger still; or a TP ratio that is not whole) the decode registration fails its assertion."""
     if ctx.backend != "nixl":
         return passed(f"backend {ctx.backend}: no NIXL prepared dlists")
     if ctx.mla:
         return passed("MLA model: one latent, no head groups")
     p, d, h = ctx.pre.attn_tp, ctx.dec.attn_tp, ctx.kv_heads
-    if d > p > h:
-        return fired(messages.nixl_prep_groups(p, d, h))
-    return passed(f"attention TP {p} -> {d} with {h} KV heads: NIXL head groups >= 1")
+    groups, tiles = nixl_head_groups(p, d, h)
+    if not tiles:
+        return fired(messages.nixl_prep_groups(p, d, h, groups))
+    return passed(f"attention TP {p} -> {d} with {h} KV heads: NIXL head groups tile the pages")
 
 
 def gqa_replication_version(ctx: Context) -> Outcome:

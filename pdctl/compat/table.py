@@ -52,7 +52,7 @@ RULES: list[Rule] = [
          "_resolve_rank_mapping targets prefill ranks that do not exist (accepted at the handshake)"),
     Rule("nixl-tp-over-heads", "error", REGISTRATION, heads.nixl_tp_over_heads,
          "use transfer.backend: mooncake, or TP sizes that keep prefill attention TP <= the KV heads",
-         "NIXL, non-MLA, decode attention TP > prefill attention TP > KV heads",
+         "NIXL, non-MLA, decode TP > prefill TP and NIXL's head groups do not tile a prefill page (e.g. decode attention TP > prefill attention TP > KV heads)",
          "bare AssertionError in NixlKVManager._init_hetero_tp_prep_handle (num_groups == 0)"),
     Rule("gqa-replication-version", "error", SILENT, heads.gqa_replication_version,
          "upgrade SGLang (mooncake >= 0.5.16, nixl >= 0.5.17), or keep decode attention TP <= the KV heads",

@@ -120,12 +120,13 @@ def attn_tp_ratio(prefill_attn_tp: int, decode_attn_tp: int) -> str:
             "hold other heads")
 
 
-def nixl_prep_groups(prefill_attn_tp: int, decode_attn_tp: int, kv_heads: int) -> str:
-    return (f"NIXL with decode attention TP {decode_attn_tp} > prefill attention TP {prefill_attn_tp} > "
-            f"{kv_heads} KV heads: SGLang's NIXL manager computes num_groups = decode_tp // prefill_tp // "
-            f"(decode_tp // kv_heads) = 0 and fails the assertion `page_size * num_groups * "
-            "bytes_per_token_to_send == src_kv_item_len` in _init_hetero_tp_prep_handle (nixl/conn.py) when a "
-            "decode rank registers: a bare AssertionError, every request then fails")
+def nixl_prep_groups(prefill_attn_tp: int, decode_attn_tp: int, kv_heads: int, groups: int) -> str:
+    return (f"NIXL with prefill attention TP {prefill_attn_tp} -> decode {decode_attn_tp} and {kv_heads} KV heads: "
+            f"SGLang's NIXL manager interleaves num_groups = decode_tp // prefill_tp // max(1, decode_tp // "
+            f"kv_heads) = {groups} head groups per token, which do not tile a prefill page, and fails the "
+            "assertion `page_size * num_groups * bytes_per_token_to_send == src_kv_item_len` in "
+            "_init_hetero_tp_prep_handle (nixl/conn.py) when a decode rank registers: a bare AssertionError, "
+            "every request then fails")
 
 
 def transfer_backend_mismatch(prefill: str, decode: str) -> str:

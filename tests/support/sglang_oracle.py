@@ -195,22 +195,15 @@ def op_handshake(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def _layout(case: dict[str, Any], side: str) -> tuple[list[int], list[int], int]:
-    """SGLang-shaped K-then-V pointers and item lengths of one rank: layers x {K, V}, NHD pages."""
-    tp = case["p_tp"] if side == "src" else case["d_tp"]
-    heads = max(1, case["heads"] // tp)
-    item = case["page_size"] * heads * case["head_bytes"]
-    base = case["src_base"] if side == "src" else case["dst_base"]
-    stride = item * case["slots"]
-    ptrs = [base + i * (stride + 4096) for i in range(2 * case["layers"])]
-    return ptrs, [item] * len(ptrs), item
+    """One rank's SGLang-shaped K-then-V pointers and item lengths, as the suite built them."""
+    ptrs, lens = case[f"{side}_ptrs"], case[f"{side}_lens"]
+    return list(ptrs), list(lens), int(lens[0])
 
 
 def op_blocks(case: dict[str, Any]) -> dict[str, Any]:
     """common/conn.py::_get_mha_head_slice_blocks on the prefill rank's manager."""
     src_ptrs, src_lens, _ = _layout(case, "src")
     dst_ptrs, dst_lens, _ = _layout(case, "dst")
-    if case.get("unified"):
-        src_ptrs, src_lens = src_ptrs[:1], src_lens[:1]
     mgr = manager(common_conn.CommonKVManager, attn_tp_size=case["p_tp"], pp_size=case.get("pp", 1),
                   kv_args=kv_args(engine_rank=case["p_rank"], page_size=case["page_size"],
                                   total_kv_head_num=case["heads"], swa_kv_cache_layout=case.get("layout", "nhd")))
@@ -262,8 +255,8 @@ def op_nixl_slice(case: dict[str, Any]) -> dict[str, Any]:
 
 def op_mooncake_pages(case: dict[str, Any]) -> dict[str, Any]:
     """mooncake/conn.py::send_kvcache (equal TP: whole pages, contiguous runs merged), recording engine."""
-    src_ptrs, src_lens, _ = _layout({**case, "d_tp": case["p_tp"]}, "src")
-    dst_ptrs, _, _ = _layout({**case, "d_tp": case["p_tp"]}, "dst")
+    src_ptrs, src_lens, _ = _layout(case, "src")
+    dst_ptrs, _, _ = _layout(case, "dst")
     rec = MooncakeRecorder()
     mgr = manager(MooncakeKVManager, attn_tp_size=case["p_tp"], engine=rec, state_strides_validated=set(),
                   enable_custom_mem_pool=False, custom_mem_pool_type=None, max_transfer_batch_indices=0,
