@@ -104,3 +104,19 @@ def compat_report(topo: Any, spec: ModelSpec, tokens: int = 8192,
         "attn_tp": attn_tp_info(topo, eff),
         "transfer": transfer,
     }
+
+
+def plan_report(topo: Any, spec: ModelSpec, tokens: int, prefix_len: int = 0, *,
+                force: bool = False) -> dict[str, Any]:
+    """`pdctl plan`'s document: the verdict and failed findings first; the head map and transfer plan only
+    for a compatible topology (or with FORCE), so nobody reads a plan of something SGLang will not run."""
+    eff = effective(topo)
+    findings = judge(topo, spec, eff)
+    doc: dict[str, Any] = {
+        "ok": is_compatible(findings), "topology": topo.name, "sglang": version_info(topo, eff),
+        "model": spec.to_dict(), "findings": [f.to_dict() for f in findings if f.is_error],
+    }
+    if doc["ok"] or force:
+        heads, transfer = heads_and_transfer(topo, spec, tokens, prefix_len, eff)
+        doc.update({"attn_tp": attn_tp_info(topo, eff), "heads": heads, "transfer": transfer})
+    return doc

@@ -197,7 +197,7 @@ def test_heads_divisible_replication_and_mla():
     # decode TP 16 > 8 KV heads: replicated heads are fine (64 attention heads still divide)
     topo, spec = make(nodes=gpu("gb300", 4, 16), decode={"tp": 16})
     assert failed(topo, spec) == set()
-    topo, spec = make(nodes=gpu("gb300", 4, 16), decode={"tp": 12})
+    topo, spec = make(nodes=gpu("gb300", 4, 16), decode={"tp": 12}, transfer={"backend": "mooncake"})
     assert failed(topo, spec) == {"heads-divisible"}
 
 
