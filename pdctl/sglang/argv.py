@@ -61,10 +61,21 @@ def convert(flag: Flag, text: str) -> Any:
             return json.loads(text)
         if kind.endswith(".nullable_str"):
             return None if not text or text == "None" else text
+        if kind.endswith(".parse_cuda_graph_config_arg"):  # a JSON object (its keys SGLang checks further)
+            value = json.loads(text)
+            if not isinstance(value, dict):
+                raise ValueError(f"must be a JSON object, got {type(value).__name__}")
+            return value
+        if kind.endswith(".parse_cuda_graph_backend_arg") and text == "tc_piecewise":
+            raise ValueError("tc_piecewise was removed; select breakable, full, or disabled")
     except (ValueError, json.JSONDecodeError) as exc:
         name = kind.rsplit(".", 1)[-1]
         raise ValueError(f"invalid {name} value: {text!r}") from exc
     return text  # str, or a converter pdctl does not re-implement (the text goes through unchanged)
+
+
+# Converters whose checks pdctl re-implements only in part (the rest is SGLang's, at its startup).
+PARTLY_CHECKED = (".parse_cuda_graph_config_arg",)
 
 
 def _human_int(text: str) -> int:
@@ -217,6 +228,9 @@ def parse_argv(argv: list[str], table: FlagTable) -> ParsedArgs:
     """ARGV (the server's flags, without `python -m sglang.launch_server`) -> values by dest + problems."""
     parser = _Parser(table)
     parser.run(list(argv))
+    missing = [f.name for f in table.flags if f.required and f.dest not in parser.given]
+    if missing:
+        parser.problem(None, f"the following arguments are required: {', '.join(missing)}")
     values = {dest: flag.default for dest, flag in table.by_dest.items()}
     values.update(parser.values)
     return ParsedArgs(table.version, values, parser.given, tuple(parser.problems), tuple(parser.warnings))

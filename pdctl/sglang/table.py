@@ -34,6 +34,7 @@ class Flag:
     type: str
     default: Any
     const: Any = None
+    required: bool = False
     error_message: str | None = None
     new_flag: str | None = None
     const_value: Any = None
@@ -61,7 +62,7 @@ class Flag:
         return cls(
             options=tuple(doc["options"]), dest=doc["dest"], kind=doc["kind"], nargs=doc.get("nargs"),
             choices=tuple(choices) if choices is not None else None, type=doc.get("type", "str"),
-            default=_plain(doc.get("default")), const=_plain(doc.get("const")),
+            default=_plain(doc.get("default")), const=_plain(doc.get("const")), required=bool(doc.get("required")),
             error_message=doc.get("error_message"), new_flag=doc.get("new_flag"),
             const_value=_plain(doc.get("const_value")),
         )

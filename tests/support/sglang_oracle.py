@@ -278,7 +278,32 @@ def op_staging_layout(case: list[int]) -> dict[str, Any]:
     return {"writers": writers, "writer_bytes": list(writer_bytes), "total": total}
 
 
-OPS = {"head_slice": op_head_slice, "rank_map": op_rank_map, "handshake": op_handshake, "blocks": op_blocks,
+_PARSER: Any = None
+
+
+def op_parse(argv: list[str]) -> dict[str, Any]:
+    """SGLang's own argument parser (ServerArgs.add_cli_args) on one command line: the values, or its error."""
+    import argparse
+    import contextlib
+    import io
+
+    from sglang.srt.server_args import ServerArgs
+
+    global _PARSER
+    if _PARSER is None:
+        _PARSER = argparse.ArgumentParser(exit_on_error=False)
+        ServerArgs.add_cli_args(_PARSER)
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            ns = _PARSER.parse_args(argv)
+    except (SystemExit, argparse.ArgumentError) as exc:
+        return {"error": str(exc) if isinstance(exc, argparse.ArgumentError) else err.getvalue().strip()}
+    return {"values": {k: (v if isinstance(v, (str, int, float, bool, type(None), list)) else repr(v))
+                       for k, v in vars(ns).items()}}
+
+
+OPS = {"parse": op_parse, "head_slice": op_head_slice, "rank_map": op_rank_map, "handshake": op_handshake, "blocks": op_blocks,
        "mooncake_slice": op_mooncake_slice, "nixl_slice": op_nixl_slice, "mooncake_pages": op_mooncake_pages,
        "staging_layout": op_staging_layout}
 
