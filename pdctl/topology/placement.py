@@ -171,10 +171,11 @@ def place(topo: Topology) -> list[ReplicaPlacement]:
 def _role_capacity_message(topo: Topology, role: RoleConfig, placements: list[ReplicaPlacement]) -> str:
     need = role.replicas * role.gpus_per_replica
     capacity = sum(topo.node(n).gpus for n in role.nodes)
+    machines = {machine_key(topo.node(n)) for n in role.nodes}
     taken_by_others = 0
     for p in placements:
         if p.role != role.name:
-            taken_by_others += sum(s.num_gpus for s in p.slots if s.node in role.nodes and
+            taken_by_others += sum(s.num_gpus for s in p.slots if machine_key(topo.node(s.node)) in machines and
                                    s.base_gpu_id + s.num_gpus <= topo.node(s.node).gpus)
     unit = "rank slots" if all(topo.node(n).gpu == "cpu" for n in role.nodes) else "GPUs"
     shared = f", {taken_by_others} of them used by the other role" if taken_by_others else ""
