@@ -35,9 +35,12 @@ def test_one_finding_per_rule_in_table_order():
     assert len(RULES_BY_ID) == len(RULES) >= 23
 
 
-def test_every_rule_has_fix_summary_and_known_severity():
+def test_every_rule_has_fix_summary_known_severity_and_stage():
+    from pdctl.sglang.stages import STAGES
+
     for rule in RULES:
         assert rule.fix and rule.summary and rule.severity in ("error", "warning", "info")
+        assert rule.stage in STAGES
 
 
 @pytest.mark.parametrize("rule", [r.id for r in RULES if r.severity == "error"])
@@ -228,4 +231,4 @@ def test_report_shape():
 def test_docs_describe_every_rule():
     text = (ROOT / "docs" / "check-compat.md").read_text()
     for rule in RULES:
-        assert f"### {rule.id} ({rule.severity}" in text, rule.id
+        assert f"### {rule.id} ({rule.severity}; stage: {rule.stage}" in text, rule.id
