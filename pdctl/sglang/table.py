@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -116,7 +116,7 @@ class FlagTable:
         return match[0] if match else None
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_table(version: str) -> FlagTable:
     """The flag table of SGLang VERSION (one of `table_versions()`); KeyError if pdctl has none."""
     if version not in table_versions():

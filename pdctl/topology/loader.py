@@ -17,7 +17,15 @@ from pydantic import BaseModel, ValidationError
 from pdctl.errors import UserError
 from pdctl.topology.model import SERVER_KEYS, RoleSpec, Topology, TopologyFile
 from pdctl.topology.sections import MODE_SECTIONS
-from pdctl.topology.yamltree import MAX_FILE_BYTES, PathKey, Positions, format_path, located, parse_yaml, too_big
+from pdctl.topology.yamltree import (
+    MAX_FILE_BYTES,
+    PathKey,
+    Positions,
+    format_path,
+    located,
+    parse_yaml,
+    too_big,
+)
 
 MAX_ERRORS = 20
 # Keys that exist on roles but not under server: (a common slip: `server: {tp: 4}`).

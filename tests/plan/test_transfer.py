@@ -151,11 +151,11 @@ def test_transfer_plan_from_topologies():
 def test_sends_follow_chunked_prefill():
     from pdctl.plan.windows import send_chunks
 
-    assert send_chunks(100, 0, 16, None) == [range(0, 7)]
-    assert send_chunks(100, 0, 16, 40) == [range(0, 2), range(2, 5), range(5, 7)]  # full pages at 40, 80
-    assert send_chunks(8192, 0, 64, 8192) == [range(0, 128)]
+    assert send_chunks(100, 0, 16, None) == [range(7)]
+    assert send_chunks(100, 0, 16, 40) == [range(2), range(2, 5), range(5, 7)]  # full pages at 40, 80
+    assert send_chunks(8192, 0, 64, 8192) == [range(128)]
     assert send_chunks(20000, 4096, 64, 8192) == [range(64, 192), range(192, 313)]
-    assert send_chunks(10, 10, 16, 8) == [range(0, 1)]  # the page holding the prefix end goes again
+    assert send_chunks(10, 10, 16, 8) == [range(1)]  # the page holding the prefix end goes again
     assert send_chunks(0, 0, 16, 8) == []
 
 

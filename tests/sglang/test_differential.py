@@ -21,7 +21,14 @@ import pytest
 from pdctl.compat import RULES_BY_ID, evaluate
 from pdctl.compat.heads import nixl_head_groups
 from pdctl.models.spec import ModelSpec, alternating
-from pdctl.plan import head_slice_blocks, head_slice_params, merge_contiguous, plan_transfer, prefill_peers, ratio_ok
+from pdctl.plan import (
+    head_slice_blocks,
+    head_slice_params,
+    merge_contiguous,
+    plan_transfer,
+    prefill_peers,
+    ratio_ok,
+)
 from pdctl.plan.windows import send_chunks
 from pdctl.sglang import messages
 from pdctl.sglang.stages import ORDER
@@ -184,7 +191,7 @@ def test_check_compat_verdicts_equal_sglangs(oracle) -> None:
                 [(1, 1), (2, 1), (1, 2), (2, 2)], ["nixl", "mooncake"], [(False, "nhd"), (True, "nhd"), (True, "hnd")]):
             shapes.append({"p": p, "d": d, "heads": heads, "p_pp": p_pp, "d_pp": d_pp, "backend": backend,
                            "swa": swa, "layout": layout})
-    pre = lambda s: {"attn_tp": s["p"], "pp": s["p_pp"], "page_size": 64, "kv_cache_dtype": "auto"}  # noqa: E731
+    pre = lambda s: {"attn_tp": s["p"], "pp": s["p_pp"], "page_size": 64, "kv_cache_dtype": "auto"}
     hands = oracle.ask("handshake", [{"prefill": pre(s), "decode": {"attn_tp": s["d"], "pp": s["d_pp"], "rank": 0,
                                        "page_size": 64, "kv_cache_dtype": "auto"}} for s in shapes])
     keys = sorted({(s["p"], s["d"], s["heads"]) for s in shapes})

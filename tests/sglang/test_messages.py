@@ -31,7 +31,7 @@ def compat_message(**over) -> dict[str, str]:
 ])
 def test_compat_and_reference_handshake_say_the_same(over, rule, info, text) -> None:
     assert compat_message(**over)[rule].startswith(text)
-    decode = {**INFO, "role": "decode", "tp_size": 4 if rule != "pp-pairing" else 4, **info}
+    decode = {**INFO, "role": "decode", "tp_size": 4, **info}
     assert handshake_problem(INFO, decode) == text
 
 
@@ -41,9 +41,9 @@ def test_head_slice_refusals_are_sglangs_words_everywhere() -> None:
         messages.head_slice_layout("hnd"))
     assert handshake_problem(INFO, {**INFO, "tp_size": 4, "kv_layout": "hnd"}) == messages.head_slice_layout("hnd")
     assert handshake_problem({**INFO, "pp_size": 2}, {**INFO, "tp_size": 4}) == messages.SWA_HETERO_TP_PP
-    args = dict(src_ptrs=[0, 1 << 30], src_item_lens=[1024] * 2, dst_ptrs=[0, 1 << 30], dst_item_lens=[256] * 2,
-                src_pages=[0], dst_pages=[0], page_size=4, src_tp=1, src_rank=0, dst_tp=4, dst_rank=0,
-                total_kv_heads=4)
+    args = {"src_ptrs": [0, 1 << 30], "src_item_lens": [1024] * 2, "dst_ptrs": [0, 1 << 30],
+            "dst_item_lens": [256] * 2, "src_pages": [0], "dst_pages": [0], "page_size": 4, "src_tp": 1,
+            "src_rank": 0, "dst_tp": 4, "dst_rank": 0, "total_kv_heads": 4}
     for extra, text in (({"pp": 2}, messages.SWA_HETERO_TP_PP), ({"layout": "hnd"}, messages.head_slice_layout("hnd"))):
         with pytest.raises(HeadSliceError) as err:
             head_slice_blocks(**args, **extra)

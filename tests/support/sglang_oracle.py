@@ -19,11 +19,9 @@ import json
 import sys
 import threading
 import traceback
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-
 from sglang.srt.disaggregation.base.conn import KVArgs, StateType
 from sglang.srt.disaggregation.common import conn as common_conn
 from sglang.srt.disaggregation.common.staging_buffer import compute_head_slice_params, compute_staging_layout
@@ -150,9 +148,9 @@ def op_rank_map(case: dict[str, Any]) -> dict[str, Any]:
 class _Route(http.server.BaseHTTPRequestHandler):
     """The prefill bootstrap server's GET /route answer for the case being checked."""
 
-    current: dict[str, Any] = {}
+    current: dict[str, Any] = {}  # noqa: RUF012 - set per case by op_handshake (one case at a time)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         body = json.dumps(self.current).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

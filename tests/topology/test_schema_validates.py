@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from pdctl.errors import UserError
-from pdctl.topology import build_topology, load_topology
+from pdctl.topology import build_topology
 from pdctl.topology.schema import topology_json_schema
 from tests.support.paths import REPO
 
@@ -41,7 +41,7 @@ def doc_examples() -> list[tuple[str, Any]]:
     """Every ```yaml block of the docs that parses to a topology or a part of one (top-level keys)."""
     out = []
     for path in DOCS:
-        for i, m in enumerate(re.finditer(r"```yaml\n(.*?)```", path.read_text(), re.S)):
+        for i, m in enumerate(re.finditer(r"```yaml\n(.*?)```", path.read_text(), re.DOTALL)):
             doc = yaml.safe_load(m.group(1))
             if isinstance(doc, dict) and set(doc) <= TOP_KEYS:
                 out.append((f"{path.name}#{i}", doc))
