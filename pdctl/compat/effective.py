@@ -95,10 +95,27 @@ def _sglang_role(intent: Any, settings: ServerSettings) -> EffectiveRole:
     )
 
 
-def _reference_role(intent: Any, flags: list[str], env: dict[str, str]) -> EffectiveRole:
+def _reference_flags(flags: list[str]) -> tuple[Any, str | None]:
+    """The reference engine's own parser on FLAGS: (namespace, None), or (None, its error message)."""
+    import argparse
+    import contextlib
+    import io
+
     from pdctl.reference.args import build_parser
 
-    ns, _unknown = build_parser().parse_known_args(flags)  # the engine ignores other SGLang flags
+    parser = build_parser()
+    parser.exit_on_error = False
+    try:
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            ns, _unknown = parser.parse_known_args(flags)  # the engine ignores other SGLang flags
+    except argparse.ArgumentError as exc:
+        return None, str(exc)
+    except SystemExit:
+        return None, err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else "invalid flags"
+    return ns, None
+
+
+def _reference_role(intent: Any, ns: Any, env: dict[str, str]) -> EffectiveRole:
     backend = str(ns.disaggregation_transfer_backend)
     protocol = env.get("MOONCAKE_PROTOCOL", "rdma") if backend == "mooncake" else ucx_protocol(env)
     return EffectiveRole(
@@ -110,6 +127,13 @@ def _reference_role(intent: Any, flags: list[str], env: dict[str, str]) -> Effec
         protocol=protocol, staging=bool(env_bool(env, "SGLANG_DISAGG_STAGING_BUFFER")),
         values={k: v for k, v in vars(ns).items()},
     )
+
+
+def _rendered_without_args(flags: list[str], args: dict[str, Any]) -> list[str]:
+    """FLAGS without the `args:` entries (the renderer appends them last, replacing its own of the same name)."""
+    from pdctl.launch.plan import merge_flags
+
+    return merge_flags(flags, {name: None for name in args})
 
 
 def effective(topo: Any, version: VersionChoice | None = None) -> Effective:
@@ -130,8 +154,12 @@ def effective(topo: Any, version: VersionChoice | None = None) -> Effective:
         argv[proc.name] = flags
         intent = topo.role(proc.role)
         if reference:
-            if proc.role not in roles:
-                roles[proc.role] = _reference_role(intent, flags, proc.env)
+            ns, problem = _reference_flags(flags)
+            if problem is not None:  # judged as the topology says; flags-parse reports the command
+                issues.append(ProcessIssues(proc.name, (ArgvProblem(None, problem),), ()))
+                ns, _ = _reference_flags(_rendered_without_args(flags, intent.args))
+            if proc.role not in roles and ns is not None:
+                roles[proc.role] = _reference_role(intent, ns, proc.env)
             continue
         assert table is not None
         parsed = parse_argv(flags, table)

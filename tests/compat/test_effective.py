@@ -93,3 +93,18 @@ def test_report_names_the_version_and_every_stage() -> None:
     report = compat_report(*make(engine={"version": "0.5.19"}))
     assert report["sglang"] == {"engine": "sglang", "asked": "0.5.19", "version": "0.5.19", "table": "0.5.19",
                                 "source": "engine.version", "note": None}
+
+
+def test_reference_engine_commands_are_parsed_by_its_own_parser() -> None:
+    import yaml
+
+    from pdctl.models import resolve_model_spec
+    from pdctl.topology import load_topology_text
+    from tests.support.paths import REPO
+
+    doc = yaml.safe_load((REPO / "configs" / "local-cpu.yaml").read_text())
+    doc["prefill"]["args"] = {"kv-cache-dtype": "no-such-dtype"}  # the engine would exit at startup
+    topo = load_topology_text(yaml.safe_dump(doc))
+    got = failed(topo, resolve_model_spec(topo.model, engine_kind="reference"))
+    assert "the reference engine's parser rejects the commands" in got["flags-parse"]
+    assert "invalid choice: 'no-such-dtype'" in got["flags-parse"] and "args-override" in got
