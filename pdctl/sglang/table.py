@@ -8,7 +8,6 @@ reported with the release that changed it.
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass, field
 from functools import cache
@@ -112,6 +111,8 @@ class FlagTable:
 
     def suggest(self, option: str) -> str | None:
         """The closest real option to a misspelt one (did-you-mean), or None."""
+        import difflib  # error path only
+
         match = difflib.get_close_matches(option, list(self.by_option), n=1, cutoff=0.75)
         return match[0] if match else None
 
