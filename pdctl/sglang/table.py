@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
 
-from pdctl.sglang.versions import TABLE_PACKAGE, release, table_versions
+from pdctl.sglang.versions import TABLE_DIR, release, table_versions
 
 # kinds whose flag takes no value on the command line
 NO_VALUE_KINDS = frozenset({"store_true", "store_false", "store_const", "append_const", "count",
@@ -122,7 +121,7 @@ def load_table(version: str) -> FlagTable:
     """The flag table of SGLang VERSION (one of `table_versions()`); KeyError if pdctl has none."""
     if version not in table_versions():
         raise KeyError(f"no SGLang flag table for {version} (have: {', '.join(table_versions())})")
-    text = resources.files(TABLE_PACKAGE).joinpath(f"sglang-{version}.json").read_text(encoding="utf-8")
+    text = (TABLE_DIR / f"sglang-{version}.json").read_text(encoding="utf-8")
     return FlagTable.from_json(json.loads(text))
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 
 Version = tuple[int, ...]
 # The runtime COMPAT.md is written against; assumed when nothing better is known.
 DEFAULT_VERSION = "0.5.23"
-TABLE_PACKAGE = "pdctl.sglang.flags"
+TABLE_DIR = Path(__file__).with_name("flags")  # package data (pyproject: pdctl/**/*.json)
 _TABLE_NAME = re.compile(r"^sglang-(.+)\.json$")
 _VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?(post|rc|a|b|dev)\.?(\d*))?\s*$", re.IGNORECASE)
 
@@ -43,7 +43,7 @@ def release(text: str) -> Version:
 @lru_cache(maxsize=1)
 def table_versions() -> tuple[str, ...]:
     """The SGLang releases with a flag table shipped in pdctl/sglang/flags/, oldest first."""
-    names = [_TABLE_NAME.match(p.name) for p in resources.files(TABLE_PACKAGE).iterdir()]
+    names = [_TABLE_NAME.match(p.name) for p in TABLE_DIR.iterdir()]
     return tuple(sorted((m.group(1) for m in names if m), key=release))
 
 

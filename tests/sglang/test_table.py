@@ -28,9 +28,9 @@ def test_table_is_that_releases_parser(version: str) -> None:
 
 
 def test_tables_are_json_one_action_per_line() -> None:
-    from importlib import resources
+    from pdctl.sglang.versions import TABLE_DIR
 
-    text = resources.files("pdctl.sglang.flags").joinpath("sglang-0.5.23.json").read_text()
+    text = (TABLE_DIR / "sglang-0.5.23.json").read_text()
     doc = json.loads(text)
     assert doc["sglang"] == "0.5.23" and doc["source"] == "ServerArgs.add_cli_args"
     assert len(text.splitlines()) == len(doc["actions"]) + 2
