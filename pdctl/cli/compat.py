@@ -12,6 +12,7 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from pdctl.cli.options import json_option
 from pdctl.cli.render import console, err_console, write_json
@@ -86,8 +87,9 @@ def _render_findings(out: Console, findings: list[dict[str, Any]], engine: str) 
     for f in findings:
         word = "n/a" if f["ok"] and f["message"] == NOT_APPLICABLE else verdict(f["severity"], f["ok"])
         stage = "" if f["ok"] else f["stage"]
-        table.add_row(f["rule"], f["severity"], f"[{_VERDICT_STYLE[word]}]{word}[/]", stage, f["message"],
-                      f["fix"] or "")
+        # Text, not markup: messages quote user input and SGLang's texts, which may hold [brackets]
+        table.add_row(Text(f["rule"]), Text(f["severity"]), Text(word, style=_VERDICT_STYLE[word]), Text(stage),
+                      Text(f["message"]), Text(f["fix"] or ""))
     out.print(table)
 
 
