@@ -9,7 +9,7 @@ SGLANG_STAMP := $(SGLANG_VENV)/.pdctl-sglang-installed
 export PDCTL_SGLANG_PYTHON ?= $(abspath $(SGLANG_VENV))/bin/python
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: install system-deps sglang-env test test-fast lint demo bench clean
+.PHONY: install system-deps sglang-env sglang-flags test test-fast lint demo bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -29,6 +29,10 @@ $(SGLANG_STAMP): scripts/sglang-env/build.sh scripts/sglang-env/requirements.txt
 	touch $(SGLANG_STAMP)
 
 sglang-env: $(SGLANG_STAMP)
+
+# Regenerate pdctl/sglang/flags/sglang-X.json (SGLang's parser per release) from the released wheels (~4 min).
+sglang-flags: install sglang-env
+	$(BIN)/python scripts/sglang-flags/generate.py $(SGLANG_VERSIONS)
 
 # apt packages: libibverbs1 (Mooncake imports it), openssh-server (SSH executor tests), chromium (parity
 # report test), slurmctld/slurmd/slurm-client/munge (a real single-node Slurm for the slurm executor test).

@@ -12,6 +12,7 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from pdctl.cli.options import json_option
 from pdctl.cli.render import console, err_console, write_json
@@ -38,6 +39,10 @@ def _load(path: str) -> tuple[Any, Any]:
     return topo, resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
 
 
+def _failed(report: dict[str, Any]) -> list[str]:
+    return [f["rule"] for f in report["findings"] if f["severity"] == "error" and not f["ok"]]
+
+
 def _out(json_path: str | None) -> Console:
     return err_console if json_path == "-" else console
 
@@ -57,13 +62,34 @@ def _render_model(out: Console, model: dict[str, Any], attn_tp: dict[str, dict[s
     out.print("  " + "; ".join(parts), highlight=False)
 
 
-def _render_findings(out: Console, findings: list[dict[str, Any]]) -> None:
-    table = Table(title="compatibility rules (SGLang 0.5.23)", show_lines=False, expand=False)
-    for col in ("rule", "severity", "verdict", "message", "fix"):
+def _engine_words(info: dict[str, Any]) -> str:
+    """'SGLang 0.5.23' / 'SGLang 0.5.23 (assumed)' / 'the reference engine', for titles."""
+    if info["engine"] != "sglang":
+        return "the reference engine"
+    return f"SGLang {info['version']}" + (" (assumed)" if info["source"] == "assumed" else "")
+
+
+def _render_version(out: Console, info: dict[str, Any]) -> None:
+    """Which SGLang version judged the commands, and why: pinned, asked from the nodes, or assumed."""
+    if info["engine"] != "sglang":
+        return
+    how = {"engine.version": "engine.version", "nodes": "reported by the nodes", "assumed": "assumed"}
+    line = f"[bold]SGLang {info['version']}[/] ({how.get(info['source'], info['source'])}; flag table {info['table']})"
+    out.print(line, highlight=False)
+    if info.get("note"):
+        out.print(f"  [yellow]note:[/] {info['note']}", highlight=False)
+
+
+def _render_findings(out: Console, findings: list[dict[str, Any]], engine: str) -> None:
+    table = Table(title=f"compatibility rules ({engine})", show_lines=False, expand=False)
+    for col in ("rule", "severity", "verdict", "stage", "message", "fix"):
         table.add_column(col, overflow="fold")
     for f in findings:
         word = "n/a" if f["ok"] and f["message"] == NOT_APPLICABLE else verdict(f["severity"], f["ok"])
-        table.add_row(f["rule"], f["severity"], f"[{_VERDICT_STYLE[word]}]{word}[/]", f["message"], f["fix"] or "")
+        stage = "" if f["ok"] else f["stage"]
+        # Text, not markup: messages quote user input and SGLang's texts, which may hold [brackets]
+        table.add_row(Text(f["rule"]), Text(f["severity"]), Text(word, style=_VERDICT_STYLE[word]), Text(stage),
+                      Text(f["message"]), Text(f["fix"] or ""))
     out.print(table)
 
 
@@ -91,9 +117,13 @@ def _render_heads(out: Console, heads: list[dict[str, Any]], mla: bool) -> None:
 def _render_transfer(out: Console, plan: dict[str, Any] | None) -> None:
     if not plan:
         return
-    path = {"page": "whole pages (equal TP)", "head-slice": "per-token head slices (unequal TP)",
+    path = {"page": "whole pages (equal TP), contiguous runs merged",
+            "head-slice": "per-token head slices (unequal TP)",
+            "staging": "staging buffer: one bulk write per prefill rank per send (unequal TP)",
             "mla": "whole pages of the MLA latent"}[plan["path"]]
-    table = Table(title=f"one request of {plan['tokens']} tokens: {path}, page_size {plan['page_size']}, "
+    chunk = plan["chunk_tokens"] if plan["chunk_tokens"] and plan["chunk_tokens"] > 0 else "off"
+    table = Table(title=f"one request of {plan['tokens']} tokens in {plan['sends']} send(s) (chunked prefill "
+                        f"{chunk}): {path}, page_size {plan['page_size']}, "
                         f"{plan['kv_cache_dtype']} ({plan['dtype_bytes']:g} B/elem)")
     for col in ("P rank", "D rank", "heads src -> dst", "full: descr / bytes", "SWA: descr / bytes",
                 "total: descr / bytes"):
@@ -120,7 +150,8 @@ def _render_transfer(out: Console, plan: dict[str, Any] | None) -> None:
 @click.option("--tokens", type=click.IntRange(min=1), default=8192, show_default=True,
               help="Prompt length of the request whose transfer is counted.")
 def check_compat(topology: str, json_path: str | None, tokens: int) -> None:
-    """Check TOPOLOGY against every rule SGLang 0.5.23 enforces for PD serving (exit 1 if any error fails).
+    """Check TOPOLOGY's rendered commands against every rule of the SGLang version that runs them (exit 1 if
+    any error fails). engine.version picks the version; without it, pdctl says which one it assumed.
 
     A colocated (non-PD) topology is checked against the rules about single servers only.
     """
@@ -129,12 +160,13 @@ def check_compat(topology: str, json_path: str | None, tokens: int) -> None:
     topo, spec = _load(topology)
     report = compat_report(topo, spec, tokens)
     out = _out(json_path)
+    _render_version(out, report["sglang"])
     _render_model(out, report["model"], report["attn_tp"])
-    _render_findings(out, report["findings"])
+    _render_findings(out, report["findings"], _engine_words(report["sglang"]))
     _render_heads(out, report["heads"], spec.mla)
     _render_transfer(out, report["transfer"])
     write_json(json_path, report)
-    failed = [f["rule"] for f in report["findings"] if f["severity"] == "error" and not f["ok"]]
+    failed = _failed(report)
     if failed:
         raise CheckFailed(f"{topo.name}: incompatible: {', '.join(failed)}")
     n = len(report["findings"])
@@ -150,27 +182,37 @@ def check_compat(topology: str, json_path: str | None, tokens: int) -> None:
               help="Prompt length of the request.")
 @click.option("--prefix", "prefix_len", type=click.IntRange(min=0), default=0, show_default=True,
               help="Tokens of the prompt decode already holds (radix cache); only the rest is sent.")
+@click.option("--force", is_flag=True,
+              help="Show the plan even when check-compat rejects the topology (still exit 1).")
 @json_option("the plan")
-def plan(topology: str, tokens: int, prefix_len: int, json_path: str | None) -> None:
-    """Show the KV transfer plan of TOPOLOGY: head ownership and descriptors/bytes per rank pair."""
-    from pdctl.compat.evaluate import attn_tp_info, heads_and_transfer
+def plan(topology: str, tokens: int, prefix_len: int, force: bool, json_path: str | None) -> None:
+    """Show the KV transfer plan of TOPOLOGY: head ownership and descriptors/bytes per rank pair.
+
+    A topology check-compat rejects gets the findings and exit 1, not a plan of something that cannot run
+    (with --force: the findings, then the plan, and still exit 1)."""
+    from pdctl.compat.evaluate import plan_report
     from pdctl.errors import UserError
 
     topo, spec = _load(topology)
     if prefix_len > tokens:
         raise UserError(f"--prefix ({prefix_len}) is longer than --tokens ({tokens})")
-    prefill, decode = topo.require_pd("plan")  # a colocated topology has no KV transfer to plan
-    heads, transfer = heads_and_transfer(topo, spec, tokens, prefix_len)
-    if transfer is None:
-        raise CheckFailed(f"{topo.name}: no transfer plan: attention TP {prefill.attn_tp} and {decode.attn_tp} do "
-                          "not divide each other (see `pdctl check-compat`)")
-    doc = {"topology": topo.name, "model": spec.to_dict(), "attn_tp": attn_tp_info(topo), "heads": heads,
-           "transfer": transfer}
+    topo.require_pd("plan")  # a colocated topology has no KV transfer to plan
+    doc = plan_report(topo, spec, tokens, prefix_len, force=force)
     out = _out(json_path)
-    _render_model(out, doc["model"], doc["attn_tp"])
-    _render_heads(out, doc["heads"], spec.mla)
-    _render_transfer(out, doc["transfer"])
+    failed = [f["rule"] for f in doc["findings"]]
+    if failed:
+        _render_findings(out, doc["findings"], _engine_words(doc["sglang"]))
+    if "transfer" in doc:
+        _render_model(out, doc["model"], doc["attn_tp"])
+        _render_heads(out, doc["heads"], spec.mla)
+        _render_transfer(out, doc["transfer"])
+        if doc["transfer"] is None:
+            out.print("[yellow]no transfer plan: the attention TP sizes do not map onto each other[/]")
     write_json(json_path, doc)
+    if failed:
+        shown = "plan shown because of --force" if force else "no plan (--force shows it anyway)"
+        raise CheckFailed(f"{topo.name}: incompatible ({', '.join(failed)}): {shown}; `pdctl check-compat` "
+                          "explains each finding")
 
 
 @click.command("schema")

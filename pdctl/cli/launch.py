@@ -37,7 +37,8 @@ def _out(json_path: str | None):
     show_default=True,
     help="Seconds for the whole deployment to become healthy.",
 )
-@click.option("--skip-compat", is_flag=True, help="Launch even if check-compat finds errors.")
+@click.option("--skip-compat", is_flag=True,
+              help="Launch / render even if check-compat finds errors (says loudly what it would have refused).")
 @click.option(
     "--executor",
     type=click.Choice(["auto", "slurm"]),
@@ -58,8 +59,12 @@ def launch(
     submit: bool,
     json_path: str | None,
 ) -> None:
-    """Start prefill, decode and router from TOPOLOGY, wait until healthy, print the URLs."""
+    """Start prefill, decode and router from TOPOLOGY, wait until healthy, print the URLs.
+
+    Every path (a launch, --dry-run, the Slurm script) runs check-compat first on the commands it renders,
+    with the SGLang version from engine.version or, when that is missing, asked from the nodes."""
     from pdctl.errors import UserError
+    from pdctl.launch.gate import gate
     from pdctl.launch.planner import render
     from pdctl.launch.state import write_plan
     from pdctl.runs import default_run_dir
@@ -70,6 +75,11 @@ def launch(
     path = Path(run_dir) if run_dir else default_run_dir(topo.name)
     if submit and executor != "slurm":
         raise UserError("--submit only applies to --executor slurm")
+    # Slurm nodes cannot be asked before the job runs; a dry run asks what it can reach but does not fail on it
+    topo, version = gate(topo, skip_compat=skip_compat, ask=executor != "slurm",
+                         strict=not (dry_run or executor == "slurm"), warn=_loud)
+    if version is not None and version.note:
+        err_console.print(f"[yellow]note:[/] {version.note}", highlight=False)
     if dry_run or executor == "slurm":
         plan = render(topo, startup_timeout_s=int(timeout))
         if dry_run:
@@ -77,7 +87,7 @@ def launch(
             _print_plan(plan, out)
             out.print(f"[dim]plan written to {plan_file}[/]")
         else:
-            _slurm(topo, plan, path, timeout, submit, skip_compat, out)
+            _slurm(topo, plan, path, timeout, submit, out)
         write_json(json_path, plan.to_json())
         return
     from pdctl.launch.supervisor import launch_topology
@@ -101,12 +111,14 @@ def launch(
     write_json(json_path, state)
 
 
-def _slurm(
-    topo: Any, plan: Any, path: Path, timeout: float, submit: bool, skip_compat: bool, out: Any
-) -> None:
+def _loud(message: str) -> None:
+    """--skip-compat's notice: on stderr, in red, never mixed into a JSON document on stdout."""
+    err_console.print(f"[bold red]WARNING[/] {message}", highlight=False, soft_wrap=True)
+
+
+def _slurm(topo: Any, plan: Any, path: Path, timeout: float, submit: bool, out: Any) -> None:
     from pdctl.launch.state import write_plan
     from pdctl.launch.submit import submit_plan, write_script
-    from pdctl.launch.supervisor import check_compat
 
     if not submit:  # (a submit writes plan.json itself, once it knows the run dir holds no live job)
         write_plan(path, plan)
@@ -114,8 +126,6 @@ def _slurm(
         out.print(f"[dim]# sbatch script: {script} (submit with --submit, or sbatch it yourself)[/]")
         out.print(script.read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True)
         return
-    if not skip_compat:
-        check_compat(topo)
     with _ProgressView() as view:
         state = submit_plan(plan, path, timeout=timeout, progress=view.update, topology_path=topo.source_path)
     out.print(f"[bold green]ready[/] — slurm job {state['job_id']}, router {plan.router_url}")

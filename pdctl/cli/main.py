@@ -84,12 +84,19 @@ def cli() -> None:
 
 
 def run(argv: list[str] | None = None) -> int:
-    """Run the CLI and return its exit code: pdctl errors become a message and 1 (failed check) or 2 (bad input)."""
+    """Run the CLI and return its exit code: pdctl errors become a message and 1 (failed check) or 2 (bad input).
+
+    On exit 2 (bad input, bad option) a command given `--json PATH` also gets {"ok": false, "error": ...} there,
+    whichever command it is and however early it failed (pdctl.cli.options.write_error_document)."""
+    import sys
+
+    from pdctl.cli.options import write_error_document
     from pdctl.cli.render import print_error
 
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
         # Without standalone mode click RETURNS the code of a ctx.exit()/Exit(n) instead of raising it.
-        code = cli.main(args=argv, prog_name="pdctl", standalone_mode=False)
+        code = cli.main(args=args, prog_name="pdctl", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.Abort:
@@ -97,9 +104,12 @@ def run(argv: list[str] | None = None) -> int:
         return 130
     except click.ClickException as exc:
         exc.show()
+        write_error_document(args, exc.format_message())
         return 2
     except PdctlError as exc:
         print_error(exc.message, exc.detail)
+        if exc.exit_code == 2:
+            write_error_document(args, exc.message)
         return exc.exit_code
     except KeyboardInterrupt:
         print_error("interrupted")

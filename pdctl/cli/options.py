@@ -25,3 +25,34 @@ def json_option(what: str) -> Callable[[Any], Any]:
         default=None,
         help=f"Write {what} as JSON to PATH ('-' = stdout).",
     )
+
+
+JSON_FLAG = "--json"
+
+
+def json_target(argv: list[str]) -> str | None:
+    """The `--json PATH` of a command line, found without click (for the error document of a command that
+    failed while its options were still being parsed). '--' ends the options, as for click."""
+    for i, token in enumerate(argv):
+        if token == "--":
+            return None
+        if token == JSON_FLAG:
+            return argv[i + 1] if i + 1 < len(argv) else None
+        if token.startswith(JSON_FLAG + "="):
+            return token.split("=", 1)[1]
+    return None
+
+
+def write_error_document(argv: list[str], message: str) -> None:
+    """CLI.md: every command given `--json PATH` that exits 2 writes {"ok": false, "error": ...} there (or to
+    stdout for '-'); a PATH that cannot be written is left alone (the error was already printed)."""
+    from pdctl.cli.render import write_json
+    from pdctl.errors import UserError
+
+    path = json_target(argv)
+    if not path:
+        return
+    try:
+        write_json(path, {"ok": False, "error": message})
+    except UserError:
+        pass

@@ -1,47 +1,67 @@
-"""Derived facts the rules share (attention TPs, hybrid SWA, GPU kinds), computed once per topology.
+"""Derived facts the rules share (attention TPs, hybrid SWA, GPU kinds, the judged version), computed once.
 
-Keeping the definitions of COMPAT.md (attn_tp, unequal, hybrid_swa, mla) in one place means every rule
-reads the same meaning of "unequal TP" or "hybrid SWA" — the rules stay one-liners over these facts.
+The rules read EFFECTIVE role settings (pdctl/compat/effective.py: what the rendered commands run with), and
+the definitions of COMPAT.md (attn_tp, unequal, hybrid_swa, mla) live here in one place, so every rule reads
+the same meaning of "unequal TP" or "hybrid SWA" and stays a one-liner over these facts.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from pdctl.compat.effective import Effective, EffectiveRole
 from pdctl.models.spec import ModelSpec
+from pdctl.sglang.versions import at_least, parse_version
 from pdctl.topology.sections import BLACKWELL_GPUS
 
 BLACKWELL = BLACKWELL_GPUS  # SM100 family
 HOPPER = frozenset({"h100", "h200"})  # SM90
 
+__all__ = ["BLACKWELL", "HOPPER", "Context", "parse_version"]
+
 
 @dataclass(frozen=True)
 class Context:
-    """A topology and its resolved model spec, plus the derived facts the rules use."""
+    """A topology, its resolved model spec, and the effective settings of its rendered processes."""
 
     topo: Any
     spec: ModelSpec
+    eff: Effective
 
     @property
-    def pre(self) -> Any:
-        """The prefill role (PD rules only: None on a colocated topology, whose rules never read it)."""
-        return self.topo.prefill
+    def pre(self) -> EffectiveRole:
+        """The prefill role (PD rules only: never read on a colocated topology)."""
+        return self.eff.roles["prefill"]
 
     @property
-    def dec(self) -> Any:
+    def dec(self) -> EffectiveRole:
         """The decode role (PD rules only, as `pre`)."""
-        return self.topo.decode
+        return self.eff.roles["decode"]
 
     @property
     def colocated(self) -> bool:
         """A `mode: colocated` topology: one kind of plain server, no KV transfer."""
         return getattr(self.topo, "mode", "pd") == "colocated"
 
-    def roles(self) -> list[Any]:
+    @property
+    def sglang(self) -> bool:
+        """The servers are SGLang (not pdctl's reference engine): version-gated rules apply."""
+        return self.topo.engine.kind == "sglang"
+
+    def roles(self) -> list[EffectiveRole]:
         """[prefill, decode], or [colocated]: what the rules about single servers iterate."""
-        return list(self.topo.roles())
+        return [self.eff.roles[r.name] for r in self.topo.roles()]
+
+    def since(self, version: str) -> bool:
+        """The judged SGLang version is VERSION or newer."""
+        return at_least(self.eff.version, version)
+
+    @property
+    def version_words(self) -> str:
+        """'SGLang 0.5.21' (+ ', assumed' when nothing said which) for messages."""
+        v = self.eff.version
+        return f"SGLang {v.version}" + (" (assumed)" if v.source == "assumed" else "")
 
     @property
     def unequal(self) -> bool:
@@ -53,6 +73,10 @@ class Context:
         return self.spec.mla
 
     @property
+    def kv_heads(self) -> int:
+        return self.spec.num_kv_heads
+
+    @property
     def hybrid_swa(self) -> bool:
         """The model has sliding-window layers and SGLang keeps them in a separate SWA pool."""
         return self.spec.hybrid_swa and any(r.hybrid_swa_memory for r in self.roles())
@@ -62,11 +86,11 @@ class Context:
         """The SWA state goes through `_get_mha_head_slice_blocks`: unequal TP, hybrid SWA, not MLA."""
         return self.unequal and self.hybrid_swa and not self.mla
 
-    def kv_entries(self, role: Any) -> int:
+    def kv_entries(self, role: EffectiveRole) -> int:
         """KV buffers a role registers for transfer: one page envelope with unified memory, else K and V per layer."""
         return 1 if role.unified_memory else 2 * self.spec.num_layers
 
-    def gpu_kinds(self, role: Any) -> list[str]:
+    def gpu_kinds(self, role: EffectiveRole) -> list[str]:
         """GPU kinds of a role's nodes, in node order, without repeats."""
         kinds: list[str] = []
         for name in role.nodes:
@@ -77,23 +101,9 @@ class Context:
 
     @property
     def backend(self) -> str:
-        return str(self.topo.transfer.backend)
+        """The transfer library the prefill runs (nixl | mooncake | ...), as its command says."""
+        return self.pre.backend
 
     @property
     def staging(self) -> bool:
-        return bool(self.topo.transfer.staging_buffer)
-
-
-_VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?(post|rc|a|b|dev)\.?(\d*))?\s*$", re.IGNORECASE)
-
-
-def parse_version(text: str) -> tuple[int, ...] | None:
-    """'0.5.23' -> (0, 5, 23, 0); pre-releases sort below the release, post-releases above; None if odd."""
-    m = _VERSION.match(str(text))
-    if not m:
-        return None
-    major, minor, patch, tag, num = m.groups()
-    rank = 0
-    if tag:
-        rank = 1 if tag.lower() == "post" else -1
-    return (int(major), int(minor), int(patch or 0), rank, int(num or 0) if tag else 0)
+        return any(r.staging for r in self.roles())

@@ -1,7 +1,8 @@
-"""The data types of check-compat: a Rule (id, severity, check, fix) and the Finding it produces.
+"""The data types of check-compat: a Rule (id, severity, stage, check, fix) and the Finding it produces.
 
 Rules are data so that the table, the docs and the tests enumerate the same list, and a new SGLang
-restriction is one row plus one small pure function.
+restriction is one row plus one small pure function. Every rule names the stage at which SGLang fails without
+it (pdctl/sglang/stages.py): what the mistake would cost if pdctl did not catch it.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
+
+from pdctl.sglang.stages import check_stage
 
 if TYPE_CHECKING:  # pragma: no cover
     from pdctl.compat.context import Context
@@ -40,17 +43,22 @@ def fired(message: str) -> Outcome:
 class Rule:
     """One compatibility rule; `mirrors` names the SGLang behaviour it reproduces (for docs).
 
+    `stage`: where SGLang fails without this rule (a key of pdctl.sglang.stages.STAGES).
     `colocated` marks the rules that apply to a single plain (non-PD) server too: a `mode: colocated`
     topology runs only those, and lists the others as passing with NOT_APPLICABLE.
     """
 
     id: str
     severity: Severity
+    stage: str
     check: Callable[[Context], Outcome]
     fix: str
     summary: str
     mirrors: str = ""
     colocated: bool = False
+
+    def __post_init__(self) -> None:
+        check_stage(self.stage)
 
 
 def verdict(severity: str, ok: bool) -> str:
@@ -67,6 +75,7 @@ class Finding:
     ok: bool
     message: str
     fix: str | None
+    stage: str
 
     @property
     def is_error(self) -> bool:
@@ -79,5 +88,5 @@ class Finding:
         return verdict(self.severity, self.ok)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape CLI.md fixes: rule, severity, ok, message, fix."""
+        """The JSON shape CLI.md fixes (rule, severity, ok, message, fix) plus the failure stage."""
         return asdict(self)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pdctl.compat.context import BLACKWELL, HOPPER, Context
 from pdctl.compat.findings import Outcome, fired, passed
+from pdctl.sglang import messages
 
 KNOWN_BACKENDS = ("nixl", "mooncake")
 
@@ -22,19 +23,9 @@ def mxfp8_gpu(ctx: Context) -> Outcome:
             if kind != "cpu" and kind not in BLACKWELL:
                 bad.append(f"{role.name} on {kind}")
     if bad:
-        return fired(
-            "--kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled operands used by "
-            f"the FA4 MXFP8 attention path. ({', '.join(bad)})"
-        )
+        return fired(f"{messages.MXFP8_NEEDS_BLACKWELL} ({', '.join(bad)})")
     used = any(r.kv_cache_dtype == "mxfp8" for r in ctx.roles())
     return passed("mxfp8 on Blackwell GPUs" if used else "kv_cache_dtype is not mxfp8")
-
-
-def _backends(role: object) -> list[str]:
-    names = [getattr(role, "attention_backend", None)]
-    args = getattr(role, "args", {}) or {}
-    names += [args.get("prefill-attention-backend"), args.get("decode-attention-backend")]
-    return [str(n) for n in names if n]
 
 
 def attention_backend_gpu(ctx: Context) -> Outcome:
@@ -43,20 +34,18 @@ def attention_backend_gpu(ctx: Context) -> Outcome:
     chosen: list[str] = []
     for role in ctx.roles():
         kinds = [k for k in ctx.gpu_kinds(role) if k != "cpu"]
-        for backend in _backends(role):
+        for backend in role.attention_backends:
             chosen.append(f"{role.name}={backend}")
             if backend == "fa3":
                 for kind in kinds:
                     if kind in BLACKWELL:
-                        bad.append(f"{role.name}: FlashAttention v3 Backend requires SM>=80 and SM<=90 "
-                                   f"(got {kind}). Please use `--attention-backend flashinfer`.")
+                        bad.append(f"{role.name}: {messages.fa3_gpu(kind)}")
             if backend == "trtllm_mha":
                 if ctx.mla:
-                    bad.append(f"{role.name}: trtllm_mha backend can only be used with non-MLA models.")
+                    bad.append(f"{role.name}: {messages.TRTLLM_MHA_MLA}")
                 for kind in kinds:
                     if kind not in BLACKWELL and kind not in HOPPER:
-                        bad.append(f"{role.name}: TRTLLM MHA backend requires Hopper (SM90), Blackwell (SM100), "
-                                   f"or SM120 GPUs (got {kind}).")
+                        bad.append(f"{role.name}: {messages.trtllm_mha_gpu(kind)}")
     if bad:
         return fired("; ".join(bad))
     return passed(", ".join(chosen) + " fit the GPUs" if chosen else "attention backend chosen by SGLang")
@@ -85,13 +74,39 @@ def bootstrap_port(ctx: Context) -> Outcome:
 
 
 def backend_known(ctx: Context) -> Outcome:
-    """SGLang's transfer backends pdctl can drive; mooncake over TCP has no RDMA device to name."""
+    """The transfer backends pdctl drives, the same on both roles; mooncake over TCP has no RDMA device."""
+    names = {r.name: r.backend for r in ctx.roles()}
+    unknown = [f"{n}={b}" for n, b in names.items() if b not in KNOWN_BACKENDS]
+    if unknown:
+        return fired(f"transfer backend {', '.join(unknown)}: pdctl drives {', '.join(KNOWN_BACKENDS)}")
+    if len(set(names.values())) > 1:
+        return fired(messages.transfer_backend_mismatch(ctx.pre.transfer_backend, ctx.dec.transfer_backend))
     t = ctx.topo.transfer
-    if t.backend not in KNOWN_BACKENDS:
-        return fired(f"unknown transfer backend {t.backend!r} (pdctl drives: {', '.join(KNOWN_BACKENDS)})")
-    if t.backend == "mooncake" and t.protocol == "tcp" and t.ib_device:
+    device = t.ib_device or next((r.get("disaggregation_ib_device") for r in ctx.roles()
+                                  if r.transfer_backend == "mooncake_tcp" and r.get("disaggregation_ib_device")), None)
+    if ctx.pre.transfer_backend == "mooncake_tcp" and device:
         return fired(
-            f"mooncake over tcp (mooncake_tcp) uses no RDMA device, but transfer.ib_device={t.ib_device!r} "
-            "is set (--disaggregation-ib-device is RDMA-only)"
+            f"mooncake over tcp (mooncake_tcp) uses no RDMA device, but an IB device ({device!r}) is set "
+            "(--disaggregation-ib-device is RDMA-only; SGLang ignores it)"
         )
-    return passed(f"{t.backend} over {t.protocol}")
+    return passed(f"{ctx.backend} over {ctx.pre.protocol}")
+
+
+def kv_layout_platform(ctx: Context) -> Outcome:
+    """The KV layout the processes will really use must be the one the topology says (and the rules judged)."""
+    bad = []
+    for role in ctx.roles():
+        want = role.intent.kv_layout
+        if role.kv_layout == want:
+            continue
+        kinds = "/".join(ctx.gpu_kinds(role))
+        if want == "vectorized_5d":
+            bad.append(f"{role.name}: kv_layout vectorized_5d cannot be selected on {kinds} (NVIDIA or CPU): "
+                       "SGLANG_AITER_KV_CACHE_LAYOUT is read only by ROCm's aiter attention backend, so SGLang "
+                       f"runs {role.kv_layout.upper()}")
+        else:
+            bad.append(f"{role.name}: the topology says kv_layout {want}, but its environment makes SGLang use "
+                       f"{role.kv_layout.upper()} (SGLANG_USE_HND_KVCACHE in engine.env)")
+    if bad:
+        return fired("; ".join(bad))
+    return passed(", ".join(f"{r.name} {r.kv_layout.upper()}" for r in ctx.roles()))

@@ -1,16 +1,15 @@
-"""Rules of the heterogeneous-TP transfer of sliding-window (SWA) state, SGLang 0.5.23's head-slice path.
+"""Rules of the heterogeneous-TP transfer of sliding-window (SWA) state, SGLang's head-slice path.
 
 With unequal attention TP, a hybrid-SWA non-MLA model's window pages go through `_get_mha_head_slice_blocks`,
-which assumes pp=1, NHD pages and per-layer K/V buffers; older SGLang refused the combination outright.
-MXFP8's block scales cannot be head-sliced at all.
+which assumes pp=1, NHD pages and per-layer K/V buffers; releases before it refused the combination at the
+first transfer. MXFP8's block scales cannot be head-sliced at all (refused at the handshake).
 """
 
 from __future__ import annotations
 
-from pdctl.compat.context import Context, parse_version
+from pdctl.compat.context import Context
 from pdctl.compat.findings import Outcome, fired, passed
-
-FIRST_SWA_HETERO_TP = (0, 5, 23, 0, 0)
+from pdctl.sglang import facts, messages
 
 
 def _not_applicable(ctx: Context) -> Outcome | None:
@@ -30,22 +29,19 @@ def hetero_tp_swa_pp(ctx: Context) -> Outcome:
     if skip:
         return skip
     if ctx.pre.pp > 1 or ctx.dec.pp > 1:
-        return fired(
-            "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models with "
-            f"pipeline parallelism yet. (prefill pp={ctx.pre.pp}, decode pp={ctx.dec.pp})"
-        )
+        return fired(f"{messages.SWA_HETERO_TP_PP} (prefill pp={ctx.pre.pp}, decode pp={ctx.dec.pp})")
     return passed("pp 1 on both roles")
 
 
 def hetero_tp_swa_layout(ctx: Context) -> Outcome:
-    """Head-slice addresses assume NHD pages; HND / vectorized_5d pages would be silently scrambled."""
+    """Head-slice addresses assume NHD pages; HND pages (SGLANG_USE_HND_KVCACHE) are refused."""
     skip = _not_applicable(ctx)
     if skip:
         return skip
     bad = [f"{r.name}={r.kv_layout}" for r in ctx.roles() if r.kv_layout != "nhd"]
     if bad:
         layout = next(r.kv_layout for r in ctx.roles() if r.kv_layout != "nhd")
-        return fired(f"Head-sliced PD transfer needs the NHD KV cache layout, got {layout} ({', '.join(bad)})")
+        return fired(f"{messages.head_slice_layout(layout)} ({', '.join(bad)})")
     return passed("NHD layout on both roles")
 
 
@@ -56,45 +52,33 @@ def hetero_tp_swa_buffers(ctx: Context) -> Outcome:
         return skip
     uni = [r for r in ctx.roles() if r.unified_memory]
     if uni:
-        return fired(
-            "Head-sliced PD transfer needs matching per-layer K/V buffers: "
-            f"prefill has {ctx.kv_entries(ctx.pre)} entries, decode has {ctx.kv_entries(ctx.dec)} "
-            f"(unified_memory on {', '.join(r.name for r in uni)})"
-        )
+        return fired(f"{messages.head_slice_buffers(ctx.kv_entries(ctx.pre), ctx.kv_entries(ctx.dec))} "
+                     f"(unified_memory on {', '.join(r.name for r in uni)})")
     return passed("per-layer K/V buffers on both roles")
 
 
 def hetero_tp_mxfp8(ctx: Context) -> Outcome:
-    """MXFP8 block scales are per page rows and cannot be resliced by attention head."""
+    """MXFP8 block scales are per page rows and cannot be resliced by attention head (decode refuses)."""
     if ctx.mla or not ctx.unequal:
         return passed("equal attention TP" if not ctx.unequal else "MLA model")
     dtypes = {r.kv_cache_dtype for r in ctx.roles()}
-    if "mxfp8" in dtypes:
-        return fired(
-            "PD Disaggregation does NOT support different attention TP sizes with MXFP8 KV cache: "
-            f"prefill attn_tp_size={ctx.pre.attn_tp}, decode attn_tp_size={ctx.dec.attn_tp}"
-        )
+    if ctx.dec.kv_cache_dtype == "mxfp8":
+        states = ["block_scale"] + (["block_scale_swa"] if ctx.hybrid_swa else [])
+        return fired(messages.mxfp8_hetero_tp(ctx.pre.attn_tp, ctx.dec.attn_tp, states))
     return passed(f"kv_cache_dtype {'/'.join(sorted(dtypes))}")
 
 
 def hetero_tp_swa_version(ctx: Context) -> Outcome:
-    """SGLang before 0.5.23 rejects heterogeneous TP for hybrid-SWA models at the handshake."""
+    """SGLang before the head-slice SWA transfer refuses unequal TP for hybrid-SWA models at the first transfer."""
     skip = _not_applicable(ctx)
     if skip:
         return skip
-    engine = ctx.topo.engine
-    if engine.kind != "sglang" or not engine.version:
-        return passed("engine version not pinned (assuming SGLang >= 0.5.23)" if engine.kind == "sglang"
-                      else f"engine {engine.kind}: implements the head-slice path")
-    version = parse_version(engine.version)
-    if version is None:
-        return passed(f"engine.version {engine.version!r} not understood; assuming >= 0.5.23")
-    if version < FIRST_SWA_HETERO_TP:
-        return fired(
-            "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet. "
-            f"(SGLang {engine.version}; the head-slice SWA transfer arrived in 0.5.23)"
-        )
-    return passed(f"SGLang {engine.version} has the head-slice SWA transfer")
+    if not ctx.sglang:
+        return passed(f"engine {ctx.topo.engine.kind}: implements the head-slice path")
+    if not ctx.since(facts.SWA_HETERO_TP_SINCE):
+        return fired(f"{messages.hybrid_state_hetero_tp('SWA')} ({ctx.version_words}; the head-slice SWA "
+                     f"transfer arrived in {facts.SWA_HETERO_TP_SINCE})")
+    return passed(f"{ctx.version_words} has the head-slice SWA transfer")
 
 
 def hybrid_swa_memory_match(ctx: Context) -> Outcome:

@@ -1,10 +1,12 @@
-"""SGLang worker commands: one `python -m sglang.launch_server` per replica per node (SGLang 0.5.23 flags).
+"""SGLang worker commands: one `python -m sglang.launch_server` per replica per node.
 
 PD roles get `--disaggregation-*` flags; a colocated replica (topology `mode: colocated`) is a plain server.
+Settings SGLang takes from the environment are rendered there: the KV layout (SGLANG_USE_HND_KVCACHE, or
+SGLANG_AITER_KV_CACHE_LAYOUT on ROCm), the staging buffer, and UCX's transports for NIXL over TCP.
 
-Every flag name here is SGLang 0.5.23's own (`ServerArgs.add_cli_args`); tests/launch checks each rendered
-command of every configs/*.yaml against that parser's flag list, so a renamed flag fails a test instead of a
-cluster launch.
+Every flag name here is SGLang's own, per release: the spelling of attention DP follows the flag table of
+the topology's SGLang version (pdctl/sglang/flags), and check-compat parses every rendered command with that
+table, so a renamed flag fails check-compat instead of a cluster launch.
 """
 
 from __future__ import annotations
@@ -13,27 +15,43 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pdctl.launch.plan import ProcessSpec, merge_flags, node_ssh, optional_flag, process_name
+from pdctl.sglang.settings import ENV_AITER_LAYOUT, ENV_HND, ENV_STAGING
+from pdctl.sglang.table import FlagTable, load_table
+from pdctl.sglang.versions import choose
 
 if TYPE_CHECKING:
     from pdctl.topology import Node, RoleConfig, Topology
     from pdctl.topology.placement import NodeSlot, ReplicaPlacement
 
-# Versions before this one spell attention DP `--dp-size N --enable-dp-attention`; 0.5.23 deprecates that
-# spelling (removal announced) in favour of `--attn-dp-size N`.
-ATTN_DP_SIZE_SINCE = (0, 5, 23)
+# UCX transports of NIXL over TCP: TCP between nodes, CUDA copy/IPC and shared memory within one (as the
+# SGLang PR that added head-sliced SWA transfer ran its NIXL tests). A UCX_TLS in engine.env wins.
+NIXL_TCP_UCX_TLS = "tcp,cuda_copy,cuda_ipc,sm"
+# kv_layout -> the environment variable SGLang reads it from (NHD is the default: nothing to set).
+LAYOUT_ENV = {"hnd": (ENV_HND, "1"), "vectorized_5d": (ENV_AITER_LAYOUT, "vectorized_5d")}
+
+# SGLang dests pdctl renders from a topology key: an `args:` entry for one of these duplicates the key
+# (check-compat's args-override rule says which key to set instead).
+RENDERED_FROM: dict[str, str] = {
+    "model_path": "model.path", "revision": "model.revision",
+    "disaggregation_mode": "the role section (prefill: / decode:)",
+    "disaggregation_transfer_backend": "transfer.backend / transfer.protocol",
+    "disaggregation_bootstrap_port": "transfer.bootstrap_port",
+    "disaggregation_ib_device": "transfer.ib_device / nodes[].ib_devices",
+    "tp_size": "tp", "pp_size": "pp", "dp_size": "dp", "attn_dp_size": "dp with enable_dp_attention",
+    "enable_dp_attention": "enable_dp_attention", "page_size": "page_size", "kv_cache_dtype": "kv_cache_dtype",
+    "disable_hybrid_swa_memory": "hybrid_swa_memory", "enable_unified_memory": "unified_memory",
+    "disaggregation_decode_enable_radix_cache": "radix_cache", "attention_backend": "attention_backend",
+    "chunked_prefill_size": "chunked_prefill_size", "context_length": "context_length",
+    "max_total_tokens": "max_total_tokens", "mem_fraction_static": "mem_fraction_static",
+    "random_seed": "random_seed", "host": "nodes[].host", "port": "port",
+    "nnodes": "placement (nodes, gpus)", "node_rank": "placement (nodes, gpus)",
+    "dist_init_addr": "placement (nodes, gpus)", "base_gpu_id": "placement (nodes, gpus)",
+}
 
 
-def version_tuple(version: str | None) -> tuple[int, ...] | None:
-    """'0.5.23' -> (0, 5, 23); None or unparsable -> None (= the version pdctl targets)."""
-    if not version:
-        return None
-    parts: list[int] = []
-    for piece in version.split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts) or None
+def flag_table(topo: Topology) -> FlagTable:
+    """The flag table of the topology's SGLang version (the default version when it is not set)."""
+    return load_table(choose(topo.engine.version).table)
 
 
 def transfer_backend_name(topo: Topology) -> str:
@@ -67,13 +85,18 @@ def model_path(topo: Topology) -> str:
     return path
 
 
-def worker_env(topo: Topology, slot: NodeSlot) -> tuple[dict[str, str], bool]:
+def worker_env(topo: Topology, slot: NodeSlot, role: RoleConfig | None = None) -> tuple[dict[str, str], bool]:
     """(environment, uses_base_gpu_id). If the user pinned CUDA_VISIBLE_DEVICES in engine.env, the slot's
     GPUs are selected from that list (and --base-gpu-id is not used, as indices are then relative);
-    otherwise SGLang's --base-gpu-id selects them."""
+    otherwise SGLang's --base-gpu-id selects them. Variables in engine.env win over rendered ones."""
     env = dict(topo.engine.env)
     if topo.transfer.staging_buffer and topo.is_pd:  # colocated: transfer: is ignored (no KV transfer)
-        env["SGLANG_DISAGG_STAGING_BUFFER"] = "1"
+        env[ENV_STAGING] = "1"
+    if topo.is_pd and topo.transfer.backend == "nixl" and topo.transfer.protocol == "tcp":
+        env.setdefault("UCX_TLS", NIXL_TCP_UCX_TLS)
+    if role is not None and role.kv_layout in LAYOUT_ENV:
+        name, value = LAYOUT_ENV[role.kv_layout]
+        env.setdefault(name, value)
     pinned = env.get("CUDA_VISIBLE_DEVICES")
     if pinned:
         devices = [d.strip() for d in pinned.split(",") if d.strip()]
@@ -87,10 +110,9 @@ def _parallel_flags(topo: Topology, role: RoleConfig) -> list[str]:
     flags = ["--tp-size", str(role.tp), "--pp-size", str(role.pp)]
     if not role.enable_dp_attention:
         return flags + ["--dp-size", str(role.dp)]
-    version = version_tuple(topo.engine.version)
-    if version is not None and version < ATTN_DP_SIZE_SINCE:
+    if "--attn-dp-size" not in flag_table(topo):  # releases before 0.5.22
         return flags + ["--dp-size", str(role.dp), "--enable-dp-attention"]
-    # 0.5.23: `--dp-size N --enable-dp-attention` resolves to attn_dp_size = N, dp_size = 1.
+    # 0.5.22+: `--dp-size N --enable-dp-attention` is deprecated; it resolves to attn_dp_size = N, dp_size = 1.
     return flags + ["--dp-size", "1", "--attn-dp-size", str(role.dp)]
 
 
@@ -100,7 +122,7 @@ def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPl
     procs: list[ProcessSpec] = []
     for slot in placement.slots:
         node = topo.node(slot.node)
-        env, use_base = worker_env(topo, slot)
+        env, use_base = worker_env(topo, slot, role)
         argv = [topo.engine.python, "-m", "sglang.launch_server", "--model-path", model_path(topo)]
         argv += optional_flag("--revision", topo.model.revision)
         if role.name != "colocated":  # a colocated server is plain SGLang: no disaggregation flag at all

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pdctl.errors import CheckFailed, UserError
 from pdctl.launch.executors import executor_for
+from pdctl.launch.gate import check_compat, gate, require_local_nodes
 from pdctl.launch.health import router_ready, worker_health
 from pdctl.launch.plan import LaunchPlan, ProcessSpec
 from pdctl.launch.planner import render
@@ -27,8 +28,9 @@ from pdctl.launch.state import RunState, all_records, new_record, write_plan
 from pdctl.runs import STATE_FILE, default_run_dir, read_state, remember_latest
 
 if TYPE_CHECKING:
-    from pdctl.compat import Finding
     from pdctl.topology import Topology
+
+__all__ = ["Launch", "check_compat", "launch_topology", "precheck_ports"]
 
 # progress(name, phase, detail): phase in starting | waiting | healthy | failed | stopped
 Progress = Callable[[str, str, str], None]
@@ -38,24 +40,6 @@ LOG_TAIL_LINES = 30
 
 def _quiet(name: str, phase: str, detail: str) -> None:
     return None
-
-
-def check_compat(topo: Topology) -> list[Finding]:
-    """Run check-compat; raise CheckFailed listing the errors (launch refuses what SGLang would reject)."""
-    from pdctl.compat import evaluate
-    from pdctl.models import resolve_model_spec
-
-    spec = resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
-    findings = evaluate(topo, spec)
-    errors = [f for f in findings if f.is_error]
-    if errors:
-        lines = [f"- {f.rule}: {f.message}" + (f" (fix: {f.fix})" if f.fix else "") for f in errors]
-        raise CheckFailed(
-            f"topology {topo.name} is not compatible ({len(errors)} error(s)); "
-            f"not launching (--skip-compat to override)",
-            detail="\n".join(lines),
-        )
-    return findings
 
 
 def _port_taken(host: str, port: int) -> bool:
@@ -247,9 +231,9 @@ def launch_topology(
     remember=False leaves `.pdctl/latest` alone: for a helper deployment (parity's reference topology)
     that later `pdctl status/eval/down` without --run-dir must not pick up instead of the user's run."""
     progress = progress or _quiet
-    if not skip_compat:
-        check_compat(topo)
+    topo, _ = gate(topo, skip_compat=skip_compat, ask=True, strict=True)
     plan = render(topo, startup_timeout_s=int(timeout))
+    require_local_nodes(plan)
     path = Path(run_dir) if run_dir is not None else default_run_dir(topo.name)
     launch = Launch.begin(plan, path, progress, topo.source_path)
     launch.state.save()

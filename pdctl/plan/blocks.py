@@ -3,7 +3,7 @@
 `head_slice_blocks` transcribes `_get_mha_head_slice_blocks` (disaggregation/common/conn.py): the path SGLang
 takes when prefill and decode have different attention TP sizes, where every token of every page is one
 descriptor carrying only the heads the decode rank owns. It rejects what SGLang rejects, with SGLang's
-messages, so the reference engine fails the same way the real one does. `page_blocks` is the equal-TP path
+messages (pdctl/sglang/messages.py), so the reference engine fails the same way the real one does. `page_blocks` is the equal-TP path
 (whole pages). numpy is imported lazily: check-compat imports this package without paying for numpy.
 """
 
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pdctl.plan.heads import head_slice_params, heads_on_rank
+from pdctl.sglang import messages
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -80,27 +81,18 @@ def head_slice_blocks(
     import numpy as np
 
     if pp > 1:
-        raise HeadSliceError(
-            "PD Disaggregation does NOT support PD different TP sizes for "
-            "non-MLA SWA hybrid models with pipeline parallelism yet."
-        )
+        raise HeadSliceError(messages.SWA_HETERO_TP_PP)
     if layout != "nhd":
-        raise HeadSliceError(f"Head-sliced PD transfer needs the NHD KV cache layout, got {layout}")
+        raise HeadSliceError(messages.head_slice_layout(layout))
     if page_size < 1:
         raise ValueError(f"page_size must be positive, got {page_size}")
     src_k, src_v, dst_k, dst_v, num_layers = split_kv_entries(src_ptrs, dst_ptrs)
     _, _, dst_k_lens, dst_v_lens, _ = split_kv_entries(src_item_lens, dst_item_lens)
     entries = list(zip(src_k + src_v, dst_k + dst_v, list(src_item_lens), dst_k_lens + dst_v_lens))
     if len(entries) != len(src_ptrs) or 2 * num_layers != len(src_ptrs):
-        raise HeadSliceError(
-            "Head-sliced PD transfer needs matching per-layer K/V buffers: "
-            f"prefill has {len(src_ptrs)} entries, decode has {len(dst_ptrs)}"
-        )
+        raise HeadSliceError(messages.head_slice_buffers(len(src_ptrs), len(dst_ptrs)))
     if len(src_pages) != len(dst_pages):
-        raise HeadSliceError(
-            "Head-sliced PD transfer page count mismatch: "
-            f"prefill={len(src_pages)}, decode={len(dst_pages)}"
-        )
+        raise HeadSliceError(messages.head_slice_pages(len(src_pages), len(dst_pages)))
     hs = head_slice_params(src_tp, dst_tp, src_rank, dst_rank, total_kv_heads)
     src_heads = heads_on_rank(total_kv_heads, src_tp)
     dst_heads = heads_on_rank(total_kv_heads, dst_tp)
@@ -111,11 +103,8 @@ def head_slice_blocks(
     for src_ptr, dst_ptr, src_len, dst_len in entries:
         head_len = src_len // (page_size * src_heads)
         if head_len * page_size * src_heads != src_len or head_len * page_size * dst_heads != dst_len:
-            raise HeadSliceError(
-                f"KV item lengths (prefill={src_len}, decode={dst_len}) "
-                f"do not split into {src_heads} and {dst_heads} heads of "
-                f"{total_kv_heads} total with page_size={page_size}"
-            )
+            raise HeadSliceError(messages.head_slice_item_lens(src_len, dst_len, src_heads, dst_heads,
+                                                               total_kv_heads, page_size))
         src_addrs = (
             np.uint64(src_ptr)
             + sp * np.uint64(src_len)

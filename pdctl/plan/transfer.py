@@ -1,9 +1,13 @@
 """Descriptor and byte counts of one request's KV transfer, per (prefill rank, decode rank) pair.
 
-Mirrors what SGLang 0.5.23 puts on the wire: equal attention TP sends whole pages (one descriptor per page per
-layer K/V, before SGLang merges contiguous runs); unequal TP takes the head-slice path (one descriptor per token
-per layer K/V, only the decode rank's heads); SWA layers send only the window pages; MLA sends one latent buffer
-per layer from one prefill rank. Numbers people can hold against a NIXL/Mooncake trace or a bench-transfer run.
+Counted as SGLang 0.5.23 puts them on the wire (tests/sglang/test_differential.py holds these counts against
+SGLang's own send paths): the prompt goes out in one send per chunked-prefill chunk. Equal attention TP sends
+whole pages, and SGLang merges runs of contiguous pages into one descriptor per layer K/V (pages of a fresh
+request are contiguous: one descriptor per layer K/V per send); unequal TP takes the head-slice path (one
+descriptor per token per layer K/V, only the decode rank's heads) unless the staging buffer is on, which
+gathers a send's head slices and writes them as one bulk descriptor per prefill rank (writer) per send; SWA
+layers send their window pages once, with the last chunk; MLA sends one latent buffer per layer from one
+prefill rank. Numbers people can hold against a NIXL/Mooncake trace or a bench-transfer run.
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ from typing import Any
 
 from pdctl.models.spec import ModelSpec
 from pdctl.plan.heads import head_slice_params, heads_on_rank, prefill_peers, ratio_ok
-from pdctl.plan.windows import full_pages, swa_window_pages
+from pdctl.plan.windows import full_pages, send_chunks, swa_window_pages
+
+# SGLang's fallback chunk size where the staging grid and the sends need one ("cps or 8192")
+DEFAULT_CHUNK_TOKENS = 8192
 
 # bits per cached KV element by --kv-cache-dtype; "auto" follows the bf16 checkpoints pdctl targets.
 DTYPE_BITS: dict[str, int] = {
@@ -66,11 +73,15 @@ class RankPair:
 
 @dataclass(frozen=True)
 class TransferPlan:
-    """The plan of one request of `tokens` prompt tokens; `path` is page | head-slice | mla."""
+    """The plan of one request of `tokens` prompt tokens; `path` is page | head-slice | staging | mla.
+
+    `sends`: how many transfers the prompt's full-attention KV takes (one per chunked-prefill chunk)."""
 
     tokens: int
     prefix_len: int
     page_size: int
+    chunk_tokens: int | None
+    sends: int
     prefill_attn_tp: int
     decode_attn_tp: int
     kv_cache_dtype: str
@@ -112,11 +123,14 @@ def plan_transfer(
     hybrid_swa_memory: bool = True,
     prefix_len: int = 0,
     auto_bits: int = 16,
+    chunk_tokens: int | None = DEFAULT_CHUNK_TOKENS,
+    staging: bool = False,
 ) -> TransferPlan:
     """Count descriptors and bytes per rank pair for one request (pure; `transfer_plan` feeds it a topology).
 
     `prefill_tp`/`decode_tp` are attention TP sizes. Layers are summed over pipeline stages: PP splits them but
-    does not change what one TP rank pair moves in total.
+    does not change what one TP rank pair moves in total. `chunk_tokens`: chunked_prefill_size (None or <= 0:
+    one send). `staging`: SGLANG_DISAGG_STAGING_BUFFER (used by SGLang for unequal TP, non-MLA, only).
     """
     if tokens < 1:
         raise ValueError(f"tokens must be positive, got {tokens}")
@@ -129,7 +143,10 @@ def plan_transfer(
     fp = len(full_pages(tokens, prefix_len, page_size))
     sp = len(swa_window_pages(tokens, prefix_len, spec.sliding_window or 1, page_size)) if swa else 0
     equal = prefill_tp == decode_tp
-    path = "mla" if spec.mla else ("page" if equal else "head-slice")
+    sends = len(send_chunks(tokens, prefix_len, page_size, chunk_tokens))
+    swa_runs = 1 if sp else 0  # the window pages go once, contiguous: one run
+    staged = staging and not equal and not spec.mla
+    path = "mla" if spec.mla else ("page" if equal else ("staging" if staged else "head-slice"))
     pairs: list[RankPair] = []
     for d in range(decode_tp):
         peers = prefill_peers(prefill_tp, decode_tp, d)
@@ -138,33 +155,42 @@ def plan_transfer(
                 # One latent buffer per layer, replicated on every rank: only the first peer sends real KV.
                 real = p == peers[0]
                 per_page = page_size * spec.kv_elems_per_token() * bits // 8
-                n_desc = fp * spec.num_layers if real else 0
-                pairs.append(RankPair(p, d, 0, 1, 0, n_desc, n_desc * per_page, 0, 0))
+                n_desc = sends * spec.num_layers if real else 0
+                pairs.append(RankPair(p, d, 0, 1, 0, n_desc, fp * spec.num_layers * per_page if real else 0, 0, 0))
                 continue
             hs = head_slice_params(prefill_tp, decode_tp, p, d, spec.num_kv_heads)
-            if equal:
+            if equal:  # whole pages, contiguous runs merged: one descriptor per layer K/V per send
                 item = page_size * heads_on_rank(spec.num_kv_heads, prefill_tp) * spec.head_dim * bits // 8
-                full_d, swa_d = fp * n_full * 2, sp * n_swa * 2
                 pairs.append(RankPair(p, d, hs.src_head_start, hs.num_heads, hs.dst_head_start,
-                                      full_d, full_d * item, swa_d, swa_d * item))
-            else:
-                block = hs.num_heads * spec.head_dim * bits // 8
-                full_d, swa_d = fp * page_size * n_full * 2, sp * page_size * n_swa * 2
-                pairs.append(RankPair(p, d, hs.src_head_start, hs.num_heads, hs.dst_head_start,
-                                      full_d, full_d * block, swa_d, swa_d * block))
+                                      sends * n_full * 2, fp * n_full * 2 * item,
+                                      swa_runs * n_swa * 2, sp * n_swa * 2 * item))
+                continue
+            block = hs.num_heads * spec.head_dim * bits // 8
+            full_tokens, swa_tokens = fp * page_size * n_full * 2, sp * page_size * n_swa * 2
+            full_d = sends if staged else full_tokens  # staging: one bulk write per writer per send
+            pairs.append(RankPair(p, d, hs.src_head_start, hs.num_heads, hs.dst_head_start,
+                                  full_d, full_tokens * block, swa_tokens, swa_tokens * block))
     return TransferPlan(
-        tokens=tokens, prefix_len=prefix_len, page_size=page_size, prefill_attn_tp=prefill_tp,
+        tokens=tokens, prefix_len=prefix_len, page_size=page_size, chunk_tokens=chunk_tokens, sends=sends,
+        prefill_attn_tp=prefill_tp,
         decode_attn_tp=decode_tp, kv_cache_dtype=str(kv_cache_dtype), dtype_bytes=bits / 8, path=path,
         full_layers=n_full, swa_layers=n_swa, full_pages=fp, swa_pages=sp, pairs=pairs,
     )
 
 
-def transfer_plan(topo: Any, spec: ModelSpec, tokens: int, prefix_len: int = 0) -> TransferPlan:
-    """`plan_transfer` for a loaded topology: attention TPs, prefill's page size and KV dtype, SWA pools.
+def transfer_plan(topo: Any, spec: ModelSpec, tokens: int, prefix_len: int = 0, *,
+                  roles: tuple[Any, Any] | None = None) -> TransferPlan:
+    """`plan_transfer` for a topology: attention TPs, prefill's page size, KV dtype and chunk size, SWA pools,
+    the staging buffer. ROLES: (prefill, decode) as check-compat reads them from the rendered commands
+    (pdctl.compat.effective); default: the topology's roles.
 
     The reference engine caches float32, so its `auto` dtype counts 4 bytes per element.
     """
-    pre, dec = topo.prefill, topo.decode
+    pre, dec = roles if roles is not None else (topo.prefill, topo.decode)
+    staging = getattr(pre, "staging", None)
+    staging = bool(topo.transfer.staging_buffer) if staging is None else staging
+    chunk = pre.chunked_prefill_size
+    chunk = DEFAULT_CHUNK_TOKENS if chunk is None else chunk
     return plan_transfer(
         spec,
         tokens=tokens,
@@ -175,4 +201,6 @@ def transfer_plan(topo: Any, spec: ModelSpec, tokens: int, prefix_len: int = 0) 
         hybrid_swa_memory=bool(pre.hybrid_swa_memory and dec.hybrid_swa_memory),
         prefix_len=prefix_len,
         auto_bits=32 if getattr(topo.engine, "kind", "sglang") == "reference" else 16,
+        chunk_tokens=chunk,
+        staging=staging,
     )

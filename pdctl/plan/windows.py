@@ -32,3 +32,25 @@ def swa_window_pages(prompt_len: int, prefix_len: int, window: int, page_size: i
         raise ValueError(f"window must be positive, got {window}")
     start = min(max(prefix_len, prompt_len - window), prompt_len)
     return range(start // page_size, _ceil_div(prompt_len, page_size))
+
+
+def send_chunks(prompt_len: int, prefix_len: int, page_size: int, chunk_tokens: int | None) -> list[range]:
+    """The pages of each send SGLang makes for one request: chunked prefill sends, after each chunk of
+    `chunk_tokens` tokens (counted from the prefix), the pages completed so far (full pages only; the last send
+    takes the rest). `chunk_tokens` None or <= 0 (chunked prefill off): one send. Empty sends are skipped."""
+    _check(prompt_len, prefix_len, page_size)
+    pages = full_pages(prompt_len, prefix_len, page_size)
+    if not chunk_tokens or chunk_tokens <= 0:
+        return [pages] if len(pages) else []
+    out: list[range] = []
+    start = pages.start
+    boundary = min(prefix_len, prompt_len) + chunk_tokens
+    while boundary < prompt_len:
+        end = boundary // page_size
+        if end > start:
+            out.append(range(start, end))
+            start = end
+        boundary += chunk_tokens
+    if pages.stop > start:
+        out.append(range(start, pages.stop))
+    return out

@@ -17,7 +17,15 @@ from pydantic import BaseModel, ValidationError
 from pdctl.errors import UserError
 from pdctl.topology.model import SERVER_KEYS, RoleSpec, Topology, TopologyFile
 from pdctl.topology.sections import MODE_SECTIONS
-from pdctl.topology.yamltree import PathKey, Positions, format_path, located, parse_yaml
+from pdctl.topology.yamltree import (
+    MAX_FILE_BYTES,
+    PathKey,
+    Positions,
+    format_path,
+    located,
+    parse_yaml,
+    too_big,
+)
 
 MAX_ERRORS = 20
 # Keys that exist on roles but not under server: (a common slip: `server: {tp: 4}`).
@@ -278,7 +286,13 @@ def load_topology(path: str | Path) -> Topology:
     path = Path(path)
     source = str(path)
     try:
-        raw_bytes = path.read_bytes()
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES and path.is_file():  # before reading it: a huge file must not be read at all
+            raise too_big(source, size)
+        with path.open("rb") as fh:  # bounded also for pipes and /dev/stdin, whose size stat cannot tell
+            raw_bytes = fh.read(MAX_FILE_BYTES + 1)
+        if len(raw_bytes) > MAX_FILE_BYTES:
+            raise too_big(source, len(raw_bytes))
     except FileNotFoundError:
         raise UserError(f"{source}: no such topology file") from None
     except IsADirectoryError:

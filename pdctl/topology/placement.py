@@ -15,7 +15,19 @@ from pdctl.topology.model import Node, RoleConfig, Topology
 
 # dist-init (torch rendezvous) port of a multi-node replica: http_port + offset (or - offset near 65535).
 DIST_INIT_PORT_OFFSET = 1000
-_LOOPBACK = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "::1", "0.0.0.0", "::"})
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1, localhost and the wildcard addresses: spellings of this machine."""
+    h = host.strip().strip("[]").lower()
+    return h in LOOPBACK_NAMES or h.startswith("127.")
+
+
+def machine_key(node: Node) -> str:
+    """Which machine a node is: nodes with equal hosts are one machine, and so are loopback spellings
+    (127.0.0.1, localhost, ::1) — their GPUs and ports are shared."""
+    return "localhost" if is_loopback(node.host) else node.host.strip().strip("[]").lower()
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,20 @@ def bootstrap_port_of(topo: Topology, role: str, replica: int) -> int:
 Piece = tuple[Node, int, int]  # (node, base_gpu_id, num_gpus)
 
 
+class _MachineGpus(dict):
+    """GPUs taken so far, counted per machine but looked up by node name (nodes of one machine share)."""
+
+    def __init__(self, topo: Topology) -> None:
+        super().__init__()
+        self.machine = {n.name: machine_key(n) for n in topo.nodes}
+
+    def __getitem__(self, node: str) -> int:
+        return super().get(self.machine[node], 0)
+
+    def __setitem__(self, node: str, value: int) -> None:
+        super().__setitem__(self.machine[node], value)
+
+
 def _place_replica(
     need: int, nodes: list[Node], used: dict[str, int], cursor: int
 ) -> tuple[list[Piece], int]:
@@ -112,9 +138,10 @@ def _place_replica(
 
 def place(topo: Topology) -> list[ReplicaPlacement]:
     """Every replica of each role in `topo.roles()` order (prefill then decode, or the colocated replicas),
-    packed on the role's nodes in order; roles sharing a node get disjoint GPU ranges (prefill first).
-    Raises nothing; see placement_problems()."""
-    used: dict[str, int] = defaultdict(int)
+    packed on the role's nodes in order; roles sharing a machine get disjoint GPU ranges (prefill first),
+    also when they name it through different nodes (127.0.0.1 and localhost). Raises nothing; see
+    placement_problems()."""
+    used = _MachineGpus(topo)
     out: list[ReplicaPlacement] = []
     for role in topo.roles():
         nodes = [topo.node(n) for n in role.nodes]
@@ -144,10 +171,11 @@ def place(topo: Topology) -> list[ReplicaPlacement]:
 def _role_capacity_message(topo: Topology, role: RoleConfig, placements: list[ReplicaPlacement]) -> str:
     need = role.replicas * role.gpus_per_replica
     capacity = sum(topo.node(n).gpus for n in role.nodes)
+    machines = {machine_key(topo.node(n)) for n in role.nodes}
     taken_by_others = 0
     for p in placements:
         if p.role != role.name:
-            taken_by_others += sum(s.num_gpus for s in p.slots if s.node in role.nodes and
+            taken_by_others += sum(s.num_gpus for s in p.slots if machine_key(topo.node(s.node)) in machines and
                                    s.base_gpu_id + s.num_gpus <= topo.node(s.node).gpus)
     unit = "rank slots" if all(topo.node(n).gpu == "cpu" for n in role.nodes) else "GPUs"
     shared = f", {taken_by_others} of them used by the other role" if taken_by_others else ""
@@ -174,13 +202,26 @@ def placement_problems(topo: Topology, placements: list[ReplicaPlacement] | None
     overlaps: dict[tuple[str, str, str], list[int]] = defaultdict(list)
     for p in placements:
         for s in p.slots:
+            machine = machine_key(topo.node(s.node))
             for gpu in range(s.base_gpu_id, s.base_gpu_id + s.num_gpus):
-                other = owner.setdefault((s.node, gpu), p.name)
+                other = owner.setdefault((machine, gpu), p.name)
                 if other != p.name:
                     overlaps[(s.node, other, p.name)].append(gpu)
     for (node, a, b), gpus in overlaps.items():
         problems.append(f"{a} and {b} both use GPU(s) {', '.join(map(str, gpus))} on node {node}")
-    return problems
+    return problems + _machine_disagreements(topo)
+
+
+def _machine_disagreements(topo: Topology) -> list[str]:
+    """Nodes that are one machine must describe it the same way (GPU kind and count)."""
+    seen: dict[str, Node] = {}
+    out = []
+    for node in topo.nodes:
+        first = seen.setdefault(machine_key(node), node)
+        if first is not node and (first.gpu, first.gpus) != (node.gpu, node.gpus):
+            out.append(f"nodes {first.name} ({first.host}) and {node.name} ({node.host}) are one machine but "
+                       f"say {first.gpus} x {first.gpu} and {node.gpus} x {node.gpu}")
+    return out
 
 
 def port_bindings(
@@ -200,11 +241,6 @@ def port_bindings(
             out.append((head, int(p.dist_init_addr.rsplit(":", 1)[1]), f"{p.name} dist-init"))
     out.append((topo.router_node.name, topo.router.port, "router"))
     return out
-
-
-def machine_key(node: Node) -> str:
-    """Nodes with the same host are one machine (loopback spellings count as one)."""
-    return "localhost" if node.host in _LOOPBACK else node.host.lower()
 
 
 def port_clashes(topo: Topology) -> list[str]:

@@ -14,6 +14,20 @@ from pdctl.topology.sections import MODE_SECTIONS
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 ROLE_DEFS = {"prefill": "PrefillSpec", "decode": "DecodeSpec", "colocated": "ColocatedSpec"}
+SCALAR = {"type": ["string", "number", "integer", "boolean"]}
+# Forms the loader accepts before it normalises them (the models' field types show only the result).
+ACCEPTED = {
+    # engine.env: YAML reads `FOO: 1` as an int and `X: yes` as a bool; the loader keeps them as text
+    ("EngineConfig", "env"): {"type": "object", "additionalProperties": SCALAR},
+    # ssh.options: a mapping {K: V} or a list ["K=V", ...]
+    ("SSHConfig", "options"): {"anyOf": [
+        {"type": "object", "additionalProperties": SCALAR},
+        {"type": "array", "items": {"type": "string", "pattern": "="}},
+    ]},
+    # args: flag -> a scalar, null (omitted) or a list of scalars (a flag with several values)
+    ("ServerConfig", "args"): {"type": "object", "additionalProperties": {"anyOf": [
+        SCALAR, {"type": "null"}, {"type": "array", "items": SCALAR}]}},
+}
 
 
 def _mode_rules() -> dict[str, Any]:
@@ -46,6 +60,15 @@ def topology_json_schema() -> dict[str, Any]:
         description = props[section].get("description", "")
         props[section] = {"$ref": f"#/$defs/{ref}", "description": description}
     schema.update(_mode_rules())
+    defs = schema.get("$defs", {})
+    for (model, field), accepted in ACCEPTED.items():
+        targets = [model] if model != "ServerConfig" else [m for m in (model, *ROLE_DEFS.values(), "RouterConfig")]
+        for name in targets:
+            prop = defs.get(name, {}).get("properties", {}).get(field)
+            if prop is not None:
+                keep = {k: v for k, v in prop.items() if k in ("description", "title", "default")}
+                prop.clear()
+                prop.update({**accepted, **keep})
     for role_def in ROLE_DEFS.values():
         role_props = schema.get("$defs", {}).get(role_def, {}).get("properties", {})
         for key in SERVER_KEYS:

@@ -104,3 +104,23 @@ def test_bench_transfer_exits_1_when_its_decode_side_dies_after_backends_exist()
         kill_group(proc)
     assert proc.returncode == 1, err[-3000:]
     assert "decode side of the bench" in err and "Traceback" not in err, err[-3000:]
+
+
+@pytest.mark.parametrize("args", [
+    ["check-compat", "configs/does-not-exist.yaml"],
+    ["check-compat", "configs/local-cpu.yaml", "--tokens", "0"],  # fails while click parses options
+    ["plan", "configs/local-cpu-reference.yaml"],  # colocated: no KV transfer to plan
+    ["status", "--run-dir", "/nonexistent/pdctl-run"],
+    ["launch", "configs/does-not-exist.yaml", "--dry-run"],
+    ["parity", "--candidate", "not-a-url", "--reference", "http://127.0.0.1:1"],
+])
+def test_every_command_writes_the_error_document_on_exit_2(args: list[str], tmp_path: Path) -> None:
+    out = tmp_path / "err.json"
+    done = _pdctl(*args, "--json", str(out), timeout=120)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    doc = json.loads(out.read_text())
+    assert set(doc) == {"ok", "error"} and doc["ok"] is False and doc["error"]
+    assert "Traceback" not in done.stderr
+    # '-' puts the document on stdout
+    done = _pdctl(*args, "--json", "-", timeout=120)
+    assert done.returncode == 2 and json.loads(done.stdout)["ok"] is False

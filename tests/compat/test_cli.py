@@ -97,8 +97,24 @@ def test_plan_json_and_unplannable(tmp_path):
     assert [(p["prefill_rank"], p["decode_rank"]) for p in pairs] == [(0, 0), (1, 0)]
     assert [p["dst_head_start"] for p in pairs] == [0, 4] and all(p["num_heads"] == 4 for p in pairs)
     assert {"src_head_start", "full_descriptors", "full_bytes", "swa_descriptors", "swa_bytes"} <= set(pairs[0])
-    r = pdctl("plan", "configs/invalid/attn-tp-ratio.yaml")
-    assert r.returncode == 1 and "do not divide each other" in " ".join(r.stderr.split())
+    r = pdctl("plan", "configs/invalid/attn-tp-ratio.yaml", "--force")
+    assert r.returncode == 1 and "do not map onto each other" in " ".join((r.stdout + r.stderr).split())
+
+
+def test_plan_of_a_rejected_topology_is_exit_1_with_the_findings(tmp_path):
+    out = tmp_path / "plan.json"
+    r = pdctl("plan", "configs/invalid/hetero-tp-swa-pp.yaml", "--json", str(out))
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["ok"] is False and [f["rule"] for f in doc["findings"]] == ["hetero-tp-swa-pp"]
+    assert doc["findings"][0]["stage"] == "first transfer" and "transfer" not in doc
+    flat = " ".join(r.stderr.split()) + " ".join(r.stdout.split())
+    assert "--force" in flat and "hetero-tp-swa-pp" in flat
+    # --force: the findings, then the plan, still exit 1
+    r = pdctl("plan", "configs/invalid/hetero-tp-swa-pp.yaml", "--force", "--json", "-")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is False and doc["transfer"]["pairs"] and doc["findings"]
 
 
 def test_schema_prints_json_schema():

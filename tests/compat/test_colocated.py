@@ -20,7 +20,8 @@ REFERENCE = ROOT / "configs" / "local-cpu-reference.yaml"
 # SGLang 0.5.23 rules about one server (model load, kernels, GPUs, ports); everything else needs a PD pair.
 # unified-memory-pp is PD-only: kv_cache_hook.handle_unified_memory_pool asserts pp == 1 only when
 # disaggregation_mode != "null".
-COLOCATED_RULES = {"heads-divisible", "mxfp8-gpu", "attention-backend-gpu", "placement", "bootstrap-port"}
+COLOCATED_RULES = {"heads-divisible", "mxfp8-gpu", "attention-backend-gpu", "placement", "bootstrap-port",
+                   "flags-parse", "flags-deprecated", "args-override", "kv-layout-platform"}
 
 
 def errors(topo, spec) -> set[str]:

@@ -35,9 +35,12 @@ def test_one_finding_per_rule_in_table_order():
     assert len(RULES_BY_ID) == len(RULES) >= 23
 
 
-def test_every_rule_has_fix_summary_and_known_severity():
+def test_every_rule_has_fix_summary_known_severity_and_stage():
+    from pdctl.sglang.stages import STAGES
+
     for rule in RULES:
         assert rule.fix and rule.summary and rule.severity in ("error", "warning", "info")
+        assert rule.stage in STAGES
 
 
 @pytest.mark.parametrize("rule", [r.id for r in RULES if r.severity == "error"])
@@ -64,11 +67,18 @@ def test_p1_d4_pp2_fails_hetero_tp_swa_pp():
     assert failed(topo, spec) == {"hetero-tp-swa-pp"}
 
 
-@pytest.mark.parametrize("layout", ["vectorized_5d", "hnd"])
-def test_p1_d4_layout_fails_hetero_tp_swa_layout(layout):
-    topo, spec = make(server={"kv_layout": layout})
+def test_p1_d4_hnd_layout_fails_hetero_tp_swa_layout():
+    topo, spec = make(server={"kv_layout": "hnd"})
     assert failed(topo, spec) == {"hetero-tp-swa-layout"}
-    assert f"needs the NHD KV cache layout, got {layout}" in finding(topo, spec, "hetero-tp-swa-layout").message
+    assert "needs the NHD KV cache layout, got hnd" in finding(topo, spec, "hetero-tp-swa-layout").message
+
+
+def test_vectorized_5d_cannot_be_rendered_on_nvidia():
+    # SGLANG_AITER_KV_CACHE_LAYOUT is ROCm-only: SGLang would run NHD, so the head-slice rule passes and the
+    # layout rule says the topology cannot be what it claims
+    topo, spec = make(server={"kv_layout": "vectorized_5d"})
+    assert failed(topo, spec) == {"kv-layout-platform"}
+    assert "ROCm" in finding(topo, spec, "kv-layout-platform").message
 
 
 def test_p1_d4_mxfp8_fails_hetero_tp_mxfp8():
@@ -88,7 +98,7 @@ def test_mxfp8_equal_tp_passes_on_gb300_fails_on_h100():
 
 def test_equal_tp_exempts_head_slice_rules():
     topo, spec = make(prefill={"tp": 4, "pp": 2}, decode={"tp": 4, "pp": 2}, nodes=gpu("gb300", 8, 8),
-                      server={"kv_layout": "vectorized_5d"})
+                      server={"kv_layout": "hnd"})
     assert failed(topo, spec) == set()
 
 
@@ -120,8 +130,8 @@ def test_dp_attention_sets_attn_tp():
 
 
 def test_hetero_tp_swa_version_rules():
-    for version, bad in [("0.5.22", True), ("0.5.23rc1", True), ("0.5.23", False), ("0.5.23.post1", False),
-                         ("0.6.0", False)]:
+    for version, bad in [("0.5.16", True), ("0.5.21", True), ("0.5.22rc1", True), ("0.5.22", False),
+                         ("0.5.23", False), ("0.5.23.post1", False), ("0.6.0", False)]:
         topo, spec = make(engine={"version": version})
         assert (failed(topo, spec) == {"hetero-tp-swa-version"}) is bad, version
     topo, spec = make(engine={"version": None})
@@ -190,7 +200,7 @@ def test_heads_divisible_replication_and_mla():
     # decode TP 16 > 8 KV heads: replicated heads are fine (64 attention heads still divide)
     topo, spec = make(nodes=gpu("gb300", 4, 16), decode={"tp": 16})
     assert failed(topo, spec) == set()
-    topo, spec = make(nodes=gpu("gb300", 4, 16), decode={"tp": 12})
+    topo, spec = make(nodes=gpu("gb300", 4, 16), decode={"tp": 12}, transfer={"backend": "mooncake"})
     assert failed(topo, spec) == {"heads-divisible"}
 
 
@@ -215,10 +225,10 @@ def test_report_shape():
     assert {"ok", "topology", "model", "findings", "heads", "attn_tp", "transfer"} <= set(report)
     assert report["ok"] is True and report["topology"] == "gpt-oss-120b-p1-d4"
     assert len(report["heads"]) == 4 and report["transfer"]["path"] == "head-slice"
-    assert set(report["findings"][0]) == {"rule", "severity", "ok", "message", "fix"}
+    assert set(report["findings"][0]) == {"rule", "severity", "ok", "message", "fix", "stage"}
 
 
 def test_docs_describe_every_rule():
     text = (ROOT / "docs" / "check-compat.md").read_text()
     for rule in RULES:
-        assert f"### {rule.id} ({rule.severity}" in text, rule.id
+        assert f"### {rule.id} ({rule.severity}; stage: {rule.stage}" in text, rule.id

@@ -1,44 +1,26 @@
-"""Rendering: SGLang / reference / router commands, checked against SGLang 0.5.23's own flags.
+"""Rendering: SGLang / reference / router commands, checked against SGLang's own flags.
 
-SGLang cannot be imported in the test venv (it needs psutil, zmq, triton, ...), so its parser's flags were
-dumped once with tests/launch/data/dump_sglang_flags.py into sglang_0_5_23_flags.json (action, nargs,
-choices per flag); the tests rebuild an argparse parser from that and parse every rendered command with it.
-When PDCTL_SGLANG_PYTHON names an interpreter that can import sglang 0.5.23, the real parser is used too.
+SGLang cannot be imported in the test venv (it needs torch, zmq, triton, ...), so pdctl ships its parser's
+flags per release (pdctl/sglang/flags, dumped by scripts/sglang-flags/); every rendered command is parsed with
+pdctl.sglang.argv over the 0.5.23 table here, and with SGLang's real parser in the side venv (`sglang_python`).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from pdctl.launch.planner import render
+from pdctl.sglang.argv import parse_argv
+from pdctl.sglang.table import load_table
 from pdctl.topology import load_topology, load_topology_text
 from tests.support.launch_samples import CONFIGS, SGLANG_BASE
-
-DATA = Path(__file__).parent / "data"
-FLAGS: dict[str, dict] = json.loads((DATA / "sglang_0_5_23_flags.json").read_text())
-
-
-def golden_parser() -> argparse.ArgumentParser:
-    """An argparse parser with SGLang 0.5.23's flags, value arity and choices (from the golden dump)."""
-    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
-    for flag, info in FLAGS.items():
-        if info["action"] == "_HelpAction":
-            continue
-        if info["nargs"] == 0:
-            parser.add_argument(flag, action="store_true")
-        else:
-            parser.add_argument(flag, nargs=info["nargs"], choices=info["choices"])
-    return parser
-
-
-PARSER = golden_parser()
 
 
 def sglang_args(argv: list[str]) -> list[str]:
@@ -46,23 +28,19 @@ def sglang_args(argv: list[str]) -> list[str]:
     return argv[3:]
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
-    args, unknown = PARSER.parse_known_args(sglang_args(argv))
-    assert not unknown, f"not SGLang 0.5.23 flags: {unknown}"
-    return args
+def parse(argv: list[str], version: str = "0.5.23") -> SimpleNamespace:
+    """The rendered flags parsed with SGLang VERSION's flag table: the flags given, as text (as the command
+    line says them); every other dest None."""
+    parsed = parse_argv(sglang_args(argv), load_table(version))
+    assert not parsed.problems, f"not SGLang {version} flags: {parsed.problems}"
+    text = {d: (None if d not in parsed.given or v is None else (v if isinstance(v, (bool, list)) else str(v)))
+            for d, v in parsed.values.items()}
+    text = {d: ([str(x) for x in v] if isinstance(v, list) else v) for d, v in text.items()}
+    return SimpleNamespace(**text)
 
 
 def sglang_configs() -> list[Path]:
     return [p for p in CONFIGS if load_topology(p).engine.kind == "sglang"]
-
-
-def test_golden_flag_list_is_sglangs() -> None:
-    # spot checks that the dump is the 0.5.23 parser (and not something hand-written)
-    assert len(FLAGS) > 500
-    assert "mooncake_tcp" in FLAGS["--disaggregation-transfer-backend"]["choices"]
-    assert FLAGS["--enable-dp-attention"]["action"] == "DeprecatedStoreTrueAction"
-    names = (DATA / "sglang_0_5_23_flags.txt").read_text().split()
-    assert sorted(names) == sorted(FLAGS)
 
 
 @pytest.mark.parametrize("config", sglang_configs(), ids=lambda p: p.stem)
@@ -130,11 +108,20 @@ def test_router_flags_parse_with_sglang_router() -> None:
     assert args.decode_urls == ["http://10.0.0.12:30100"]
 
 
-def test_older_version_uses_the_deprecated_dp_attention_spelling() -> None:
-    topo = load_topology_text(SGLANG_BASE.replace('version: "0.5.23"', 'version: "0.5.2"'))
+@pytest.mark.parametrize("version", ["0.5.2", "0.5.16", "0.5.21"])
+def test_older_version_uses_the_deprecated_dp_attention_spelling(version: str) -> None:
+    # releases without --attn-dp-size (their flag tables say so) get --dp-size N --enable-dp-attention
+    topo = load_topology_text(SGLANG_BASE.replace('version: "0.5.23"', f'version: "{version}"'))
     decode = next(p for p in render(topo).workers if p.role == "decode")
-    args = parse(decode.argv)
-    assert args.enable_dp_attention and args.dp_size == "16" and args.attn_dp_size is None
+    args = parse(decode.argv, "0.5.16" if version == "0.5.2" else version)
+    assert args.enable_dp_attention and args.dp_size == "16" and "--attn-dp-size" not in decode.argv
+
+
+def test_attn_dp_size_from_0_5_22() -> None:
+    topo = load_topology_text(SGLANG_BASE.replace('version: "0.5.23"', 'version: "0.5.22"'))
+    decode = next(p for p in render(topo).workers if p.role == "decode")
+    args = parse(decode.argv, "0.5.22")
+    assert args.attn_dp_size == "16" and args.dp_size == "1" and "--enable-dp-attention" not in decode.argv
 
 
 def test_mooncake_tcp_is_sglangs_mooncake_tcp_backend() -> None:
@@ -245,3 +232,28 @@ def test_colocated_reference_engine_command() -> None:
     assert not unknown and args.role == "colocated" and args.tp == 1 and args.port == 31500
     assert not [a for a in proc.argv if a.startswith("--disaggregation")], proc.argv
     assert proc.ports == [31500] and proc.health_path == "/health"
+
+
+def _workers(text: str) -> list:
+    return render(load_topology_text(text), prometheus_port=29999).workers
+
+
+@pytest.mark.parametrize("layout,env", [("nhd", {}), ("hnd", {"SGLANG_USE_HND_KVCACHE": "1"}),
+                                        ("vectorized_5d", {"SGLANG_AITER_KV_CACHE_LAYOUT": "vectorized_5d"})])
+def test_kv_layout_is_rendered_where_sglang_reads_it(layout: str, env: dict) -> None:
+    text = SGLANG_BASE.replace("  page_size: 64\n", f"  page_size: 64\n  kv_layout: {layout}\n")
+    for proc in _workers(text):
+        rendered = {k: v for k, v in proc.env.items() if k in ("SGLANG_USE_HND_KVCACHE", "SGLANG_AITER_KV_CACHE_LAYOUT")}
+        assert rendered == env
+    # the rejected and the passing layout no longer render the same commands
+    assert _workers(text)[0].command != _workers(SGLANG_BASE)[0].command or layout == "nhd"
+
+
+def test_nixl_over_tcp_tells_ucx_to_use_tcp_and_engine_env_wins() -> None:
+    tcp = SGLANG_BASE.replace("backend: nixl, protocol: rdma", "backend: nixl, protocol: tcp")
+    assert {p.env.get("UCX_TLS") for p in _workers(tcp)} == {"tcp,cuda_copy,cuda_ipc,sm"}
+    assert all("UCX_TLS" not in p.env for p in _workers(SGLANG_BASE))  # rdma: UCX picks its transports
+    pinned = tcp.replace("python: /opt/venv/bin/python}", 'python: /opt/venv/bin/python, env: {UCX_TLS: "tcp"}}')
+    assert {p.env["UCX_TLS"] for p in _workers(pinned)} == {"tcp"}
+    mooncake = SGLANG_BASE.replace("backend: nixl, protocol: rdma", "backend: mooncake, protocol: tcp")
+    assert all("UCX_TLS" not in p.env for p in _workers(mooncake))  # mooncake_tcp needs nothing from UCX

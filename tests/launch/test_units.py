@@ -179,13 +179,14 @@ def test_reference_replica_spanning_nodes_is_bad_input(tmp_path: Path) -> None:
 
     nodes = [
         {"name": "local", "host": "127.0.0.1", "gpu": "cpu", "gpus": 4},
-        {"name": "other", "host": "127.0.0.2", "gpu": "cpu", "gpus": 4},
+        {"name": "other", "host": "10.255.255.1", "gpu": "cpu", "gpus": 4},
     ]
     topo = local_cpu(
         tmp_path,
         tmp_path / "ckpt",
         name="too-wide",
         nodes=nodes,
+        model={"preset": "reference-tiny"},
         prefill={"tp": 8, "nodes": ["local", "other"]},
         decode={"nodes": ["other"]},
     )

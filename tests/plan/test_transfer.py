@@ -12,6 +12,7 @@ from pdctl.plan import (
     full_pages,
     head_slice_blocks,
     heads_on_rank,
+    merge_contiguous,
     page_blocks,
     plan_transfer,
     prefill_peers,
@@ -53,8 +54,12 @@ def _blocks_total(spec, p, d, ps, n_pages, layers):
             di = ps * heads_on_rank(spec.num_kv_heads, d) * head_len
             ptrs = [i * 10**9 for i in range(2 * layers)]
             pages = list(range(n_pages))
-            if p == d:
+            if p == d:  # whole pages; SGLang merges each contiguous run into one descriptor per layer K/V
                 blocks = page_blocks(ptrs, [si] * 2 * layers, ptrs, [di] * 2 * layers, pages, pages)
+                runs = len(merge_contiguous(pages, pages))
+                desc += runs * len(blocks)
+                nbytes += sum(len(b[0]) * b[2] for b in blocks)
+                continue
             else:
                 blocks = head_slice_blocks(ptrs, [si] * 2 * layers, ptrs, [di] * 2 * layers, pages, pages,
                                            page_size=ps, src_tp=p, src_rank=pr, dst_tp=d, dst_rank=dr,
@@ -69,7 +74,7 @@ def test_plan_counts_equal_built_blocks(p, d):
     spec = PRESETS["reference-tiny"]
     tokens, ps = 100, 16
     plan = plan_transfer(spec, tokens=tokens, prefill_tp=p, decode_tp=d, page_size=ps)
-    assert plan.path == ("page" if p == d else "head-slice")
+    assert plan.path == ("page" if p == d else "head-slice") and plan.sends == 1
     fd, fb = _blocks_total(spec, p, d, ps, len(full_pages(tokens, 0, ps)), len(spec.full_layers))
     sd, sb = _blocks_total(spec, p, d, ps, len(swa_window_pages(tokens, 0, 32, ps)), len(spec.swa_layers))
     assert sum(x.full_descriptors for x in plan.pairs) == fd
@@ -141,3 +146,34 @@ def test_transfer_plan_from_topologies():
     topo = load_topology(root / "gpt-oss-120b-p1-d4-gb300-nixl.yaml")
     plan = transfer_plan(topo, resolve_model_spec(topo.model), 8192)
     assert plan.dtype_bytes == 2 and plan.total_descriptors == 4 * (128 * 64 * 18 * 2 + 2 * 64 * 18 * 2)
+
+
+def test_sends_follow_chunked_prefill():
+    from pdctl.plan.windows import send_chunks
+
+    assert send_chunks(100, 0, 16, None) == [range(7)]
+    assert send_chunks(100, 0, 16, 40) == [range(2), range(2, 5), range(5, 7)]  # full pages at 40, 80
+    assert send_chunks(8192, 0, 64, 8192) == [range(128)]
+    assert send_chunks(20000, 4096, 64, 8192) == [range(64, 192), range(192, 313)]
+    assert send_chunks(10, 10, 16, 8) == [range(1)]  # the page holding the prefix end goes again
+    assert send_chunks(0, 0, 16, 8) == []
+
+
+def test_equal_tp_counts_one_merged_descriptor_per_layer_kv_per_send():
+    spec = PRESETS["llama-3.1-8b"]
+    plan = plan_transfer(spec, tokens=20000, prefill_tp=2, decode_tp=2, page_size=64, chunk_tokens=8192)
+    assert plan.sends == 3 and plan.pairs[0].full_descriptors == 3 * 32 * 2
+    one = plan_transfer(spec, tokens=20000, prefill_tp=2, decode_tp=2, page_size=64, chunk_tokens=-1)
+    assert one.sends == 1 and one.pairs[0].full_bytes == plan.pairs[0].full_bytes
+
+
+def test_staging_is_one_bulk_write_per_writer_per_send():
+    spec = PRESETS["gpt-oss-120b"]
+    plain = plan_transfer(spec, tokens=20000, prefill_tp=4, decode_tp=1, page_size=64)
+    staged = plan_transfer(spec, tokens=20000, prefill_tp=4, decode_tp=1, page_size=64, staging=True)
+    assert staged.path == "staging" and staged.sends == 3
+    for a, b in zip(plain.pairs, staged.pairs):
+        assert b.full_descriptors == 3 and b.full_bytes == a.full_bytes  # same bytes, bulk
+        assert b.swa_descriptors == a.swa_descriptors  # the SWA window still goes per token
+    equal = plan_transfer(spec, tokens=20000, prefill_tp=4, decode_tp=4, page_size=64, staging=True)
+    assert equal.path == "page"  # SGLang stages only unequal-TP sends

@@ -18,3 +18,57 @@ def sglang_python() -> str | None:
     """The side environment's interpreter, or None when it is not built."""
     path = os.environ.get(ENV_VAR) or str(REPO / ".venv-sglang" / "bin" / "python")
     return path if Path(path).exists() else None
+
+
+class Oracle:
+    """One long-lived SGLang worker (tests/support/sglang_oracle.py in the side venv) fed batches as JSON.
+
+    Starting SGLang's imports takes seconds; one worker for the whole suite makes a sweep of ten thousand
+    configurations cost a few seconds of SGLang time. Always `close()` it (the fixture does)."""
+
+    BATCH = 2000
+
+    def __init__(self, python: str) -> None:
+        import subprocess
+
+        self.proc = subprocess.Popen([python, str(REPO / "tests" / "support" / "sglang_oracle.py")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, cwd=REPO, start_new_session=True)
+        hello = self._line()
+        self.version = hello["ready"]
+        self.calls: dict[str, int] = {}
+
+    def _line(self) -> dict:
+        import json
+
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"SGLang oracle exited (code {self.proc.poll()})")
+        return json.loads(line)
+
+    def ask(self, op: str, cases: list) -> list:
+        """SGLang's answers for CASES (in order); raises with SGLang's traceback if the worker failed."""
+        import json
+
+        assert self.proc.stdin is not None
+        out: list = []
+        for start in range(0, len(cases), self.BATCH):
+            batch = cases[start:start + self.BATCH]
+            self.proc.stdin.write(json.dumps({"op": op, "cases": batch}) + "\n")
+            self.proc.stdin.flush()
+            reply = self._line()
+            if "error" in reply:
+                raise RuntimeError(f"SGLang oracle failed on {op}:\n{reply['error']}")
+            out += reply["results"]
+        self.calls[op] = self.calls.get(op, 0) + len(cases)
+        return out
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except Exception:  # noqa: BLE001 - a stuck worker is killed, whatever the reason
+            self.proc.kill()
+            self.proc.wait(timeout=30)

@@ -129,3 +129,29 @@ def test_ipv6_hosts_are_bracketed_in_urls() -> None:
     t = build_topology(data)
     prefill = place(t)[0]
     assert prefill.url == "http://[fd00::1]:30000" and prefill.dist_init_addr == "[fd00::1]:31000"
+
+
+def test_loopback_spellings_and_equal_hosts_are_one_machine() -> None:
+    from pdctl.topology import load_topology_text
+    from pdctl.topology.placement import machine_key, place, placement_problems
+
+    text = """
+name: one-machine
+model: {path: openai/gpt-oss-20b}
+nodes:
+  - {name: a, host: 127.0.0.1, gpu: h100, gpus: 4}
+  - {name: b, host: localhost, gpu: h100, gpus: 4}
+prefill: {nodes: [a], tp: 2}
+decode: {nodes: [b], tp: 2, port: 30100}
+"""
+    topo = load_topology_text(text)
+    assert machine_key(topo.node("a")) == machine_key(topo.node("b")) == "localhost"
+    prefill, decode = place(topo)
+    assert (prefill.slots[0].base_gpu_id, decode.slots[0].base_gpu_id) == (0, 2)  # not both on GPUs 0-1
+    assert placement_problems(topo) == []
+    full = load_topology_text(text.replace("tp: 2}\ndecode", "tp: 4}\ndecode"))
+    assert placement_problems(full) == [
+        "decode: 1 replica(s) x tp 2 x pp 1 need 2 GPUs, but nodes b have 4, 4 of them used by the other role"]
+    differ = load_topology_text(text.replace("{name: b, host: localhost, gpu: h100, gpus: 4}",
+                                             "{name: b, host: LOCALHOST, gpu: h100, gpus: 8}"))
+    assert any("are one machine but say 4 x h100 and 8 x h100" in p for p in placement_problems(differ))

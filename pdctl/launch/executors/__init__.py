@@ -9,16 +9,34 @@ rather than per process). Every method after `start` works from the process's st
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pdctl.errors import UserError
 from pdctl.launch.plan import ProcessSpec
+
+if TYPE_CHECKING:
+    from pdctl.topology import Node
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a short command run on a node printed and returned (returncode None: it timed out)."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
 
 
 class Executor(Protocol):
     """Start and control processes on one kind of node."""
 
     kind: str
+
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
+        """Run ARGV on this executor's node to completion (no shell on our side; quoted for ssh), capture
+        its output; TIMEOUT seconds at most (then returncode None)."""
+        ...
 
     def start(self, proc: ProcessSpec, log: str) -> dict[str, Any]:
         """Start PROC with stdout+stderr to LOG (a path on the node); returns its state record fields
@@ -51,6 +69,14 @@ class Executor(Protocol):
         ...
 
 
+def node_executor(node: Node) -> Executor:
+    """The executor for a topology node: ssh when it has `ssh:`, else local."""
+    from pdctl.launch.executors.local import LocalExecutor
+    from pdctl.launch.executors.ssh import SSHExecutor
+
+    return SSHExecutor(node.host, node.ssh.model_dump()) if node.ssh is not None else LocalExecutor()
+
+
 def executor_for(record: dict[str, Any] | ProcessSpec) -> Executor:
     """The executor of a process: its record's `executor`, or for a ProcessSpec, ssh iff its node has ssh."""
     from pdctl.launch.executors.local import LocalExecutor
@@ -70,4 +96,4 @@ def executor_for(record: dict[str, Any] | ProcessSpec) -> Executor:
     raise UserError(f"process {record.get('name')!r} has executor {kind!r}, which pdctl cannot control here")
 
 
-__all__ = ["Executor", "executor_for"]
+__all__ = ["CommandResult", "Executor", "executor_for", "node_executor"]

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pdctl.launch.executors import CommandResult
 from pdctl.launch.logtail import tail_lines
 from pdctl.launch.plan import ProcessSpec
 
@@ -58,6 +59,20 @@ class LocalExecutor:
     """Processes on this machine (nodes without `ssh:`)."""
 
     kind = "local"
+
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
+        """Run ARGV here to completion (no shell), capturing its output; TIMEOUT seconds at most (then
+        returncode None). A program that cannot be started is returncode 127 with the reason on stderr."""
+        try:
+            done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout,
+                                  stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+        except subprocess.TimeoutExpired as exc:
+            out = [x.decode("utf-8", "replace") if isinstance(x, bytes) else (x or "")
+                   for x in (exc.stdout, exc.stderr)]
+            return CommandResult(None, out[0], out[1])
+        except OSError as exc:
+            return CommandResult(127, "", f"{argv[0]}: {exc.strerror or exc}")
+        return CommandResult(done.returncode, done.stdout, done.stderr)
 
     def start(self, proc: ProcessSpec, log: str) -> dict[str, Any]:
         Path(log).parent.mkdir(parents=True, exist_ok=True)

@@ -4,13 +4,16 @@ Why at registration: SGLang 0.5.23 refuses some pairings while the decode server
 (page size, KV dtype, MXFP8 with unequal attention TP) and others only when the first transfer is built (PP > 1
 or a non-NHD layout on the head-slice path), where a bad pairing shows up late, as a hung or garbled request.
 The reference engine checks all of them when a decode rank registers, so the request fails at once with
-SGLang's own words (the same conditions check-compat reports before launch). Checks are pure functions of
-two JSON-able `ServerInfo` dicts, so both sides can run them.
+SGLang's own words (the same conditions check-compat reports before launch, from the same module:
+pdctl/sglang/messages.py). Checks are pure functions of two JSON-able `ServerInfo` dicts, so both sides can
+run them.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from pdctl.sglang import messages
 
 # ServerInfo keys (both sides send them): role, tp_size, pp_size, page_size, kv_cache_dtype, kv_layout,
 # hybrid_swa (an SWA pool exists), num_kv_heads, head_dim, num_layers, swa_layers, backend, skip_checks.
@@ -20,47 +23,29 @@ SHAPE_KEYS = ("num_kv_heads", "head_dim", "num_layers", "swa_layers")
 def sglang_problem(prefill: dict[str, Any], decode: dict[str, Any]) -> str | None:
     """The first incompatibility SGLang 0.5.23 rejects, in SGLang's wording, or None."""
     if prefill["page_size"] != decode["page_size"]:
-        return (
-            f"Page size mismatch: prefill server has page_size={prefill['page_size']}, "
-            f"but decode server has page_size={decode['page_size']}. "
-            f"Both servers must use the same --page-size value."
-        )
+        return messages.page_size_mismatch(prefill["page_size"], decode["page_size"])
     if prefill["kv_cache_dtype"] != decode["kv_cache_dtype"]:
-        return (
-            f"KV cache dtype mismatch: prefill server has kv_cache_dtype={prefill['kv_cache_dtype']}, "
-            f"but decode server has kv_cache_dtype={decode['kv_cache_dtype']}. "
-            f"Both servers must use the same --kv-cache-dtype value."
-        )
+        return messages.kv_dtype_mismatch(prefill["kv_cache_dtype"], decode["kv_cache_dtype"])
     unequal = prefill["tp_size"] != decode["tp_size"]
     if unequal and decode["kv_cache_dtype"] == "mxfp8":
         states = ["block_scale"] + (["block_scale_swa"] if decode.get("hybrid_swa") else [])
-        return (
-            "PD Disaggregation does NOT support different attention TP "
-            f"sizes with MXFP8 KV cache: prefill attn_tp_size={prefill['tp_size']}, "
-            f"decode attn_tp_size={decode['tp_size']}, state types {states}."
-        )
+        return messages.mxfp8_hetero_tp(prefill["tp_size"], decode["tp_size"], states)
     if not (decode["pp_size"] == prefill["pp_size"] or decode["pp_size"] == 1):
-        return f"Decode pp size ({decode['pp_size']}) should be equal to prefill pp size ({prefill['pp_size']}) or 1"
+        return messages.pp_mismatch(decode["pp_size"], prefill["pp_size"])
     head_sliced_swa = unequal and prefill.get("hybrid_swa") and decode.get("hybrid_swa")
     if head_sliced_swa and prefill["pp_size"] > 1:
-        return (
-            "PD Disaggregation does NOT support PD different TP sizes for "
-            "non-MLA SWA hybrid models with pipeline parallelism yet."
-        )
+        return messages.SWA_HETERO_TP_PP
     if head_sliced_swa:
         for side in (prefill, decode):
             if side["kv_layout"] != "nhd":
-                return f"Head-sliced PD transfer needs the NHD KV cache layout, got {side['kv_layout']}"
+                return messages.head_slice_layout(side["kv_layout"])
     return None
 
 
 def pdctl_problem(prefill: dict[str, Any], decode: dict[str, Any]) -> str | None:
     """Pairings the transfer cannot carry at all (different model or backend): checked even when unsafe."""
     if prefill["backend"] != decode["backend"]:
-        return (
-            f"Transfer backend mismatch: prefill uses {prefill['backend']}, decode uses {decode['backend']}. "
-            "Both servers must use the same --disaggregation-transfer-backend."
-        )
+        return messages.transfer_backend_mismatch(prefill["backend"], decode["backend"])
     diffs = [
         f"{k} {prefill.get(k)} != {decode.get(k)}" for k in SHAPE_KEYS if prefill.get(k) != decode.get(k)
     ]

@@ -1,0 +1,170 @@
+"""The pipeline check-compat judges: topology -> rendered commands -> parsed flags -> effective role settings.
+
+The rules read `EffectiveRole`s, built from what `pdctl launch` would really start (pdctl.launch.planner.render),
+parsed with the flag table of the SGLang version that runs them (pdctl.sglang), so an `args:` override, an
+engine.env variable or a flag the renderer spells differently is judged as SGLang will see it. The
+reference engine's commands are parsed with its own parser (same flag names, fewer of them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pdctl.sglang.argv import ArgvProblem, parse_argv
+from pdctl.sglang.settings import ServerSettings, env_bool, ucx_protocol
+from pdctl.sglang.table import FlagTable, load_table
+from pdctl.sglang.versions import VersionChoice, choose
+
+# Where a process's own flags start: argv = [python, "-m", module, *flags]
+FLAGS_FROM = 3
+
+
+@dataclass(frozen=True)
+class EffectiveRole:
+    """One role as its rendered command runs it (replica 0, node rank 0 stands for all: they share flags)."""
+
+    name: str
+    nodes: list[str]
+    replicas: int
+    intent: Any  # the topology's RoleConfig, for what the user wrote (messages, not-rendered checks)
+    tp: int
+    pp: int
+    dp: int
+    attn_dp: int
+    page_size: int | None
+    kv_cache_dtype: str
+    kv_layout: str
+    hybrid_swa_memory: bool
+    unified_memory: bool
+    chunked_prefill_size: int | None
+    attention_backends: tuple[str, ...]
+    radix_cache: bool
+    backend: str
+    transfer_backend: str
+    protocol: str
+    staging: bool
+    values: dict[str, Any] = field(default_factory=dict)  # every parsed dest (SGLang) or reference flag
+
+    @property
+    def attn_tp(self) -> int:
+        return max(1, self.tp // max(1, self.attn_dp))
+
+    @property
+    def enable_dp_attention(self) -> bool:
+        return self.attn_dp > 1
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.pp
+
+    def get(self, dest: str, default: Any = None) -> Any:
+        value = self.values.get(dest)
+        return default if value is None else value
+
+
+@dataclass(frozen=True)
+class ProcessIssues:
+    """Parse problems and deprecation warnings of one rendered process."""
+
+    process: str
+    problems: tuple[ArgvProblem, ...]
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Effective:
+    """Everything the rules read besides the topology and the model: roles, version, per-process issues."""
+
+    version: VersionChoice
+    table: FlagTable | None  # None for the reference engine
+    roles: dict[str, EffectiveRole]
+    issues: list[ProcessIssues]
+    argv: dict[str, list[str]]  # process name -> its flags (what was parsed)
+
+
+def _sglang_role(intent: Any, settings: ServerSettings) -> EffectiveRole:
+    return EffectiveRole(
+        name=intent.name, nodes=list(intent.nodes), replicas=intent.replicas, intent=intent,
+        tp=settings.tp, pp=settings.pp, dp=settings.dp, attn_dp=settings.attn_dp, page_size=settings.page_size,
+        kv_cache_dtype=settings.kv_cache_dtype, kv_layout=settings.kv_layout,
+        hybrid_swa_memory=settings.hybrid_swa_memory, unified_memory=settings.unified_memory,
+        chunked_prefill_size=settings.chunked_prefill_size, attention_backends=tuple(settings.attention_backends),
+        radix_cache=settings.radix_cache, backend=settings.backend, transfer_backend=settings.transfer_backend,
+        protocol=settings.protocol, staging=settings.staging, values=dict(settings.values),
+    )
+
+
+def _reference_flags(flags: list[str]) -> tuple[Any, str | None]:
+    """The reference engine's own parser on FLAGS: (namespace, None), or (None, its error message)."""
+    import argparse
+    import contextlib
+    import io
+
+    from pdctl.reference.args import build_parser
+
+    parser = build_parser()
+    parser.exit_on_error = False
+    try:
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            ns, _unknown = parser.parse_known_args(flags)  # the engine ignores other SGLang flags
+    except argparse.ArgumentError as exc:
+        return None, str(exc)
+    except SystemExit:
+        return None, err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else "invalid flags"
+    return ns, None
+
+
+def _reference_role(intent: Any, ns: Any, env: dict[str, str]) -> EffectiveRole:
+    backend = str(ns.disaggregation_transfer_backend)
+    protocol = env.get("MOONCAKE_PROTOCOL", "rdma") if backend == "mooncake" else ucx_protocol(env)
+    return EffectiveRole(
+        name=intent.name, nodes=list(intent.nodes), replicas=intent.replicas, intent=intent,
+        tp=int(ns.tp), pp=1, dp=1, attn_dp=1, page_size=int(ns.page_size), kv_cache_dtype=str(ns.kv_cache_dtype),
+        kv_layout=str(ns.kv_layout), hybrid_swa_memory=not ns.disable_hybrid_swa_memory, unified_memory=False,
+        chunked_prefill_size=ns.chunked_prefill_size, attention_backends=(),
+        radix_cache=bool(ns.disaggregation_decode_enable_radix_cache), backend=backend, transfer_backend=backend,
+        protocol=protocol, staging=bool(env_bool(env, "SGLANG_DISAGG_STAGING_BUFFER")),
+        values={k: v for k, v in vars(ns).items()},
+    )
+
+
+def _rendered_without_args(flags: list[str], args: dict[str, Any]) -> list[str]:
+    """FLAGS without the `args:` entries (the renderer appends them last, replacing its own of the same name)."""
+    from pdctl.launch.plan import merge_flags
+
+    return merge_flags(flags, {name: None for name in args})
+
+
+def effective(topo: Any, version: VersionChoice | None = None) -> Effective:
+    """Render TOPO as launch would (no side effects) and read back every role's effective settings.
+
+    VERSION: the SGLang version judged (default: engine.version, else pdctl's default version)."""
+    from pdctl.launch.planner import render
+
+    version = version or choose(topo.engine.version)
+    plan = render(topo, prometheus_port=0)  # 0: no port is probed; compat does not judge the router
+    reference = topo.engine.kind == "reference"
+    table = None if reference else load_table(version.table)
+    roles: dict[str, EffectiveRole] = {}
+    issues: list[ProcessIssues] = []
+    argv: dict[str, list[str]] = {}
+    for proc in plan.workers:
+        flags = list(proc.argv[FLAGS_FROM:])
+        argv[proc.name] = flags
+        intent = topo.role(proc.role)
+        if reference:
+            ns, problem = _reference_flags(flags)
+            if problem is not None:  # judged as the topology says; flags-parse reports the command
+                issues.append(ProcessIssues(proc.name, (ArgvProblem(None, problem),), ()))
+                ns, _ = _reference_flags(_rendered_without_args(flags, intent.args))
+            if proc.role not in roles and ns is not None:
+                roles[proc.role] = _reference_role(intent, ns, proc.env)
+            continue
+        assert table is not None
+        parsed = parse_argv(flags, table)
+        if parsed.problems or parsed.warnings:
+            issues.append(ProcessIssues(proc.name, parsed.problems, parsed.warnings))
+        if proc.role not in roles:
+            roles[proc.role] = _sglang_role(intent, ServerSettings(parsed, dict(proc.env)))
+    return Effective(version, table, roles, issues, argv)

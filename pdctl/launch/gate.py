@@ -1,0 +1,151 @@
+"""What every launch path passes before anything starts: the SGLang version, check-compat, local nodes.
+
+`pdctl launch`, `--dry-run` and the Slurm render all go through here, so none of them can start (or print a
+script for) a topology check-compat rejects. The version that judges the commands comes from engine.version,
+else from the nodes themselves (their engine.python is asked which SGLang it has, through the executor that
+would start the servers), else it is assumed and said so. `--skip-compat` skips the verdict, not the look:
+it reports what check-compat would have refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pdctl.errors import CheckFailed, UserError
+from pdctl.sglang.versions import VersionChoice, choose, parse_version
+
+if TYPE_CHECKING:
+    from pdctl.compat import Finding
+    from pdctl.launch.plan import LaunchPlan
+    from pdctl.topology import Node, Topology
+
+ASK_TIMEOUT_S = 60.0
+# importlib.metadata reads the installed version without importing SGLang (which would initialise CUDA,
+# and takes tens of seconds); same answer as `python -c "import sglang; print(sglang.__version__)"`.
+ASK_VERSION = ["-c", "import importlib.metadata as m; print(m.version('sglang'))"]
+
+
+@dataclass(frozen=True)
+class NodeAnswer:
+    """One node's answer to 'which SGLang do you have?' (version None: it could not say; `why` says why)."""
+
+    node: str
+    version: str | None
+    why: str = ""
+
+
+def askable(topo: Topology, node: Node) -> bool:
+    """Nodes pdctl can run a command on: ssh nodes, and nodes without ssh that are this machine."""
+    from pdctl.launch.hosts import is_local_host
+
+    return node.ssh is not None or is_local_host(node.host)
+
+
+def ask_node(topo: Topology, node: Node) -> NodeAnswer:
+    """Run engine.python on NODE (through its executor) to read the installed SGLang version."""
+    from pdctl.launch.executors import node_executor
+
+    argv = [topo.engine.python, *ASK_VERSION]
+    done = node_executor(node).run(argv, timeout=ASK_TIMEOUT_S, env=dict(topo.engine.env))
+    out = done.stdout.strip().splitlines()
+    if done.returncode == 0 and out and parse_version(out[-1]) is not None:
+        return NodeAnswer(node.name, out[-1].strip())
+    if done.returncode is None:
+        return NodeAnswer(node.name, None, f"no answer within {ASK_TIMEOUT_S:.0f}s")
+    tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
+    return NodeAnswer(node.name, None, f"{topo.engine.python} exited {done.returncode}: {tail[0]}")
+
+
+def engine_version(topo: Topology, *, ask: bool, strict: bool) -> tuple[Topology, VersionChoice | None]:
+    """The topology with engine.version filled from the nodes when it was missing, and the version choice.
+
+    ASK: query the nodes that can be reached (a real launch; a dry run of local/ssh nodes). STRICT: a node
+    that cannot say (no SGLang for engine.python) is an error (a launch would fail there); otherwise the
+    version is assumed and the choice's note says why. Nodes that disagree are always an error."""
+    if topo.engine.kind != "sglang":
+        return topo, None
+    if topo.engine.version or not ask:
+        return topo, choose(topo.engine.version)
+    names = list(dict.fromkeys(n for r in topo.roles() for n in r.nodes))
+    nodes = [topo.node(n) for n in names if askable(topo, topo.node(n))]
+    answers = [ask_node(topo, n) for n in nodes]
+    bad = [a for a in answers if a.version is None]
+    if bad and strict:
+        raise CheckFailed(
+            "cannot read the SGLang version on " + ", ".join(f"node {a.node} ({a.why})" for a in bad),
+            detail="install SGLang for engine.python on those nodes, or set engine.version",
+        )
+    versions = sorted({a.version for a in answers if a.version})
+    if len(versions) > 1:
+        said = ", ".join(f"{a.node}: {a.version}" for a in answers if a.version)
+        raise CheckFailed(f"the nodes run different SGLang versions ({said}); prefill and decode must run one")
+    if not versions:
+        choice = choose(None)
+        why = "; ".join(f"node {a.node}: {a.why}" for a in bad) or "no node could be asked"
+        return topo, VersionChoice(None, choice.version, choice.table, "assumed",
+                                   f"{why}: assuming SGLang {choice.version}")
+    asked = choose(versions[0], source="nodes")
+    engine = topo.engine.model_copy(update={"version": versions[0]})
+    return topo.model_copy(update={"engine": engine}), asked
+
+
+def compat_findings(topo: Topology, version: VersionChoice | None) -> list[Finding]:
+    from pdctl.compat import evaluate
+    from pdctl.models import resolve_model_spec
+
+    spec = resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
+    return evaluate(topo, spec, version)
+
+
+def _lines(errors: list[Finding]) -> str:
+    return "\n".join(f"- {f.rule} (SGLang fails at: {f.stage}): {f.message}" + (f" (fix: {f.fix})" if f.fix else "")
+                     for f in errors)
+
+
+def check_compat(topo: Topology, version: VersionChoice | None = None) -> list[Finding]:
+    """Run check-compat; raise CheckFailed listing the errors (nothing starts that SGLang would reject)."""
+    findings = compat_findings(topo, version)
+    errors = [f for f in findings if f.is_error]
+    if errors:
+        raise CheckFailed(
+            f"topology {topo.name} is not compatible ({len(errors)} error(s)); not launching or rendering "
+            "(--skip-compat to override)",
+            detail=_lines(errors),
+        )
+    return findings
+
+
+def skipped_compat(topo: Topology, version: VersionChoice | None = None) -> str:
+    """The loud notice of --skip-compat: what check-compat would have refused (or that it found nothing)."""
+    head = f"--skip-compat: check-compat's verdict is NOT enforced for {topo.name}"
+    try:
+        errors = [f for f in compat_findings(topo, version) if f.is_error]
+    except UserError as exc:
+        return f"{head}; check-compat could not even run: {exc.message}"
+    if not errors:
+        return f"{head}; it would have passed"
+    return f"{head}; it would have REFUSED it ({len(errors)} error(s)); going ahead anyway:\n{_lines(errors)}"
+
+
+def require_local_nodes(plan: LaunchPlan) -> None:
+    """Processes on nodes without `ssh:` start here: their host must be this machine (before anything starts)."""
+    from pdctl.launch.hosts import is_local_host
+
+    remote = sorted({(p.node, p.host) for p in plan.processes() if p.ssh is None and not is_local_host(p.host)})
+    if remote:
+        names = ", ".join(f"{n} ({h})" for n, h in remote)
+        raise UserError(f"node(s) {names} have no ssh: and are not this machine: the local executor cannot start "
+                        "processes there; add ssh: to those nodes, or use --executor slurm")
+
+
+def gate(topo: Topology, *, skip_compat: bool, ask: bool, strict: bool,
+         warn: Any = None) -> tuple[Topology, VersionChoice | None]:
+    """Version, then check-compat (or the skip notice through WARN): the one gate of every launch path."""
+    topo, version = engine_version(topo, ask=ask, strict=strict)
+    if skip_compat:
+        if warn is not None:
+            warn(skipped_compat(topo, version))
+    else:
+        check_compat(topo, version)
+    return topo, version

@@ -1,0 +1,28 @@
+"""Behaviour that changed between SGLang releases, with the release that changed it (version-gated rules).
+
+Each fact was read off the released wheels (pip download sglang==X --no-deps; grep the disaggregation code),
+not taken from changelogs; the comment says what to grep. Flag spellings are not here: those come from the
+flag tables (a flag exists in a release iff its table has it).
+"""
+
+from __future__ import annotations
+
+# Head-sliced transfer of sliding-window (SWA) KV with different attention TP sizes: `_get_mha_head_slice_blocks`
+# in common/conn.py. Before it, mooncake/nixl `maybe_send_extra` raised "PD Disaggregation does NOT support PD
+# different TP sizes for non-MLA SWA hybrid models yet." at the first transfer.
+SWA_HETERO_TP_SINCE = "0.5.22"
+
+# Replicated GQA heads (decode attention TP > KV heads, sglang#23746): the head map needs
+# `dst_replication = max(1, dst_attn_tp_size // total_kv_heads)`; without it decode ranks read the wrong head
+# (silent corruption). Present in mooncake/conn.py and staging_buffer.py from 0.5.16, nixl/conn.py from 0.5.17.
+GQA_REPLICATED_HEADS_SINCE = {"mooncake": "0.5.16", "nixl": "0.5.17"}
+
+# Decode with speculative decoding against a prefill without it (sglang PR #17212): the draft-model KV case in
+# get_mha_kv_ptrs_with_pp ("Decode has draft model KV while Prefill ..."), first in 0.5.8; SGLang 0.5.3-0.5.7
+# wrote decode's V cache at the wrong entries and answered wrongly.
+SPEC_DECODE_ONLY_SINCE = "0.5.8"
+
+# The NIXL manager's prepared dlists for unequal TP (`_init_hetero_tp_prep_handle`) assert
+# `page_size * num_groups * bytes_per_token_to_send == src_kv_item_len` since 0.5.22 (num_groups = 0 when
+# decode TP > prefill TP > KV heads); 0.5.17-0.5.21 build an empty source dlist for the same shape instead.
+NIXL_PREP_ASSERT_SINCE = "0.5.22"

@@ -1,0 +1,134 @@
+"""SGLang's own words for what it refuses, in one place (SGLang 0.5.23 source, quoted).
+
+check-compat (pdctl/compat), the reference engine's handshake (pdctl/reference/roles/handshake.py) and the
+transfer-plan builders (pdctl/plan) all say these sentences; writing them once keeps them from drifting apart
+(and from SGLang's). Each function names the SGLang file that raises the message.
+"""
+
+from __future__ import annotations
+
+
+# -- handshake: decode fetches prefill's server info (common/conn.py::try_ensure_parallel_info) -----------
+def page_size_mismatch(prefill: object, decode: object) -> str:
+    return (f"Page size mismatch: prefill server has page_size={prefill}, but decode server has "
+            f"page_size={decode}. Both servers must use the same --page-size value.")
+
+
+def kv_dtype_mismatch(prefill: object, decode: object) -> str:
+    return (f"KV cache dtype mismatch: prefill server has kv_cache_dtype={prefill}, but decode server has "
+            f"kv_cache_dtype={decode}. Both servers must use the same --kv-cache-dtype value.")
+
+
+def mxfp8_hetero_tp(prefill_attn_tp: int, decode_attn_tp: int, state_types: list[str] | None = None) -> str:
+    states = f", state types {state_types}" if state_types is not None else ""
+    return ("PD Disaggregation does NOT support different attention TP sizes with MXFP8 KV cache: "
+            f"prefill attn_tp_size={prefill_attn_tp}, decode attn_tp_size={decode_attn_tp}{states}.")
+
+
+def pp_mismatch(decode_pp: int, prefill_pp: int) -> str:
+    """common/conn.py::_resolve_rank_mapping (an assert: AssertionError with this text)."""
+    return f"Decode pp size ({decode_pp}) should be equal to prefill pp size ({prefill_pp}) or 1"
+
+
+# -- first transfer: the head-slice block builder (common/conn.py::_get_mha_head_slice_blocks) ------------
+SWA_HETERO_TP_PP = ("PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models "
+                    "with pipeline parallelism yet.")
+
+
+def head_slice_layout(layout: str) -> str:
+    return f"Head-sliced PD transfer needs the NHD KV cache layout, got {layout}"
+
+
+def head_slice_buffers(prefill_entries: int, decode_entries: int) -> str:
+    return ("Head-sliced PD transfer needs matching per-layer K/V buffers: "
+            f"prefill has {prefill_entries} entries, decode has {decode_entries}")
+
+
+def head_slice_pages(prefill_pages: int, decode_pages: int) -> str:
+    return f"Head-sliced PD transfer page count mismatch: prefill={prefill_pages}, decode={decode_pages}"
+
+
+def head_slice_item_lens(src_len: int, dst_len: int, src_heads: int, dst_heads: int, total: int,
+                         page_size: int) -> str:
+    return (f"KV item lengths (prefill={src_len}, decode={dst_len}) do not split into {src_heads} and "
+            f"{dst_heads} heads of {total} total with page_size={page_size}")
+
+
+def hybrid_state_hetero_tp(state: str = "SWA") -> str:
+    """Releases before head-sliced SWA (mooncake/nixl conn.py::maybe_send_extra, SGLang <= 0.5.21)."""
+    return f"PD Disaggregation does NOT support PD different TP sizes for non-MLA {state} hybrid models yet."
+
+
+# -- argument parsing: ServerArgs resolution hooks (arg_groups/kv_cache_hook.py) ---------------------------
+MXFP8_NEEDS_BLACKWELL = ("--kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled "
+                         "operands used by the FA4 MXFP8 attention path.")
+
+
+def unified_memory_backends(backend: str, supported: tuple[str, ...] = ("mooncake",)) -> str:
+    return ("--enable-unified-memory with PD disaggregation supports only these transfer backends: "
+            f"{', '.join(sorted(supported))}; got {backend!r}.")
+
+
+UNIFIED_MEMORY_PP = ("--enable-unified-memory with PD disaggregation does not support pipeline parallelism "
+                     "(whole-envelope transfer has no per-layer entries to subset).")
+
+
+# -- first transfer: the whole-envelope (unified memory) sender (mooncake/conn.py) --------------------------
+def unified_memory_tp(prefill_attn_tp: int, decode_attn_tp: int) -> str:
+    return ("--enable-unified-memory does not support different prefill / decode attention TP sizes "
+            f"(prefill={prefill_attn_tp}, decode={decode_attn_tp}): the whole-envelope state cannot be "
+            "TP-resliced.")
+
+
+def unified_memory_layout(prefill_regions: int, decode_regions: int) -> str:
+    return (f"PD KV layout mismatch on the whole-envelope path: prefill has {prefill_regions} KV region(s), "
+            f"decode has {decode_regions}. With --enable-unified-memory both sides must enable it and use the "
+            "same page size and model spec.")
+
+
+# -- model load: prefill / decode init with the staging buffer (disaggregation/prefill.py, decode.py) -------
+STAGING_MLA = ("SGLANG_DISAGG_STAGING_BUFFER is designed for non-MLA models (e.g. GQA, MHA). MLA models should "
+               "not set this flag.")
+
+
+def staging_chunk(page_size: int, chunked_prefill_size: object) -> str:
+    return ("SGLANG_DISAGG_STAGING_BUFFER requires a positive chunked_prefill_size that is a multiple of "
+            f"page_size ({page_size}); got {chunked_prefill_size}.")
+
+
+STAGING_PP = "SGLANG_DISAGG_STAGING_BUFFER with pp_size > 1 is only supported by Mooncake."
+
+
+# -- model load: attention backends (layers/attention/attention_registry.py, arg_groups/attention_hook.py) --
+def fa3_gpu(kind: str) -> str:
+    return (f"FlashAttention v3 Backend requires SM>=80 and SM<=90 (got {kind}). "
+            "Please use `--attention-backend flashinfer`.")
+
+
+TRTLLM_MHA_MLA = "trtllm_mha backend can only be used with non-MLA models."
+
+
+def trtllm_mha_gpu(kind: str) -> str:
+    return f"TRTLLM MHA backend requires Hopper (SM90), Blackwell (SM100), or SM120 GPUs (got {kind})."
+
+
+# -- pdctl's words where SGLang has none (it accepts the shape, then fails late or silently) ---------------
+def attn_tp_ratio(prefill_attn_tp: int, decode_attn_tp: int) -> str:
+    return (f"attention TP sizes prefill={prefill_attn_tp}, decode={decode_attn_tp}: neither divides the other. "
+            "SGLang's handshake accepts them, but its rank mapping (_resolve_rank_mapping: target_tp_rank = "
+            "rank // (decode_tp // prefill_tp)) pairs decode ranks with prefill ranks that do not exist or "
+            "hold other heads")
+
+
+def nixl_prep_groups(prefill_attn_tp: int, decode_attn_tp: int, kv_heads: int, groups: int) -> str:
+    return (f"NIXL with prefill attention TP {prefill_attn_tp} -> decode {decode_attn_tp} and {kv_heads} KV heads: "
+            f"SGLang's NIXL manager interleaves num_groups = decode_tp // prefill_tp // max(1, decode_tp // "
+            f"kv_heads) = {groups} head groups per token, which do not tile a prefill page, and fails the "
+            "assertion `page_size * num_groups * bytes_per_token_to_send == src_kv_item_len` in "
+            "_init_hetero_tp_prep_handle (nixl/conn.py) when a decode rank registers: a bare AssertionError, "
+            "every request then fails")
+
+
+def transfer_backend_mismatch(prefill: str, decode: str) -> str:
+    return (f"Transfer backend mismatch: prefill uses {prefill}, decode uses {decode}. "
+            "Both servers must use the same --disaggregation-transfer-backend.")
