@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dataclasses import replace
+
 from pdctl.launch.plan import LaunchPlan, ProcessSpec
+from pdctl.launch.render_transfer import transfer_env, use_nvlink
 from pdctl.launch.render_reference import render_reference_replica
 from pdctl.launch.render_router import render_router
 from pdctl.launch.render_sglang import render_sglang_replica
@@ -14,8 +17,16 @@ if TYPE_CHECKING:
     from pdctl.topology import Topology
 
 
-def render(topo: Topology, *, prometheus_port: int | None = None, startup_timeout_s: int = 600) -> LaunchPlan:
-    """The launch plan of TOPO: per replica per node the exact argv + env, then the router."""
+def render(
+    topo: Topology,
+    *,
+    prometheus_port: int | None = None,
+    startup_timeout_s: int = 600,
+    nvlink_domain: bool | None = None,
+) -> LaunchPlan:
+    """The launch plan of TOPO: per replica per node the exact argv + env, then the router.
+    NVLINK_DOMAIN: preflight's finding that prefill and decode nodes share an NVLink domain (None: unknown),
+    which decides `transfer.nvlink: auto`."""
     placements = place(topo)
     render_replica = render_reference_replica if topo.engine.kind == "reference" else render_sglang_replica
     workers: list[ProcessSpec] = []
@@ -25,6 +36,12 @@ def render(topo: Topology, *, prometheus_port: int | None = None, startup_timeou
         topo, placements, prometheus_port=prometheus_port, startup_timeout_s=startup_timeout_s
     )
     notes = []
+    nvlink, note = use_nvlink(topo, nvlink_domain)
+    if note:
+        notes.append(note)
+    extra = transfer_env(topo, nvlink)
+    if extra:  # a value the user set in engine.env wins
+        workers = [replace(w, env={**extra, **w.env}) if w.role in ("prefill", "decode") else w for w in workers]
     if any(p.nnodes > 1 for p in placements):
         notes.append("multi-node replicas: start every node rank; only node rank 0 serves HTTP")
     return LaunchPlan(

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from pdctl.errors import CheckFailed
+from pdctl.launch.executors import CommandResult
+from pdctl.launch.executors.local import popen_piped, run_captured
 from pdctl.launch.plan import ProcessSpec
 
 SSH_TIMEOUT_S = 30
@@ -52,6 +54,12 @@ def ssh_argv(host: str, ssh: dict[str, Any], remote_command: str) -> list[str]:
     return argv + ["--", host, "sh -c " + shlex.quote(remote_command)]
 
 
+def remote_command(argv: list[str], env: dict[str, str] | None = None) -> str:
+    """ARGV (with ENV as `env K=V ...` in front) as one shell-quoted command line for the remote `sh -c`."""
+    prefix = ["env", *(f"{k}={v}" for k, v in (env or {}).items())] if env else []
+    return shlex.join([*prefix, *argv])
+
+
 def start_script(proc: ProcessSpec, log: str) -> str:
     """The remote sh script that starts PROC detached in a new session and prints its pid (= its pgid:
     setsid in a non-interactive shell's background job does not fork, so the pid leads the new group)."""
@@ -75,7 +83,15 @@ class SSHExecutor:
         self.host = host
         self.ssh = ssh
 
-    def run(self, script: str, *, timeout: float = SSH_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
+        """ARGV run on the node by `sh -c` (every word quoted); ssh's own failure is returncode 255."""
+        return run_captured(ssh_argv(self.host, self.ssh, remote_command(argv, env)), timeout=timeout)
+
+    def popen(self, argv: list[str], *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        # The remote process reads EOF on stdin when this ssh client ends (its channel closes).
+        return popen_piped(ssh_argv(self.host, self.ssh, remote_command(argv, env)))
+
+    def run_script(self, script: str, *, timeout: float = SSH_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         """Run SCRIPT on the node with sh; returns the completed process (never raises on exit codes)."""
         try:
             return subprocess.run(
@@ -90,7 +106,7 @@ class SSHExecutor:
             return subprocess.CompletedProcess([], 255, "", f"ssh to {self.host} timed out after {timeout}s")
 
     def start(self, proc: ProcessSpec, log: str) -> dict[str, Any]:
-        done = self.run(start_script(proc, log))
+        done = self.run_script(start_script(proc, log))
         pid = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
         if done.returncode != 0 or not pid.isdigit():
             raise CheckFailed(
@@ -102,7 +118,7 @@ class SSHExecutor:
 
     def exit_code(self, record: dict[str, Any]) -> int | None:
         # The remote shell is gone, so the exact code is not known; "exited" is what matters.
-        done = self.run(
+        done = self.run_script(
             f"kill -0 {int(record['pid'])} 2>/dev/null && "
             f"! ps -o stat= -p {int(record['pid'])} | grep -q '^Z'"
         )
@@ -111,24 +127,24 @@ class SSHExecutor:
         return None if done.returncode == 0 else -1
 
     def group_alive(self, record: dict[str, Any]) -> bool:
-        done = self.run(_GROUP_ALIVE.format(pgid=int(record["pgid"])))
+        done = self.run_script(_GROUP_ALIVE.format(pgid=int(record["pgid"])))
         # 1 = no live member; anything else but 0 is an ssh failure: assume alive rather than lose track
         return done.returncode != 1
 
     def signal_group(self, record: dict[str, Any], sig: int) -> None:
-        self.run(f"kill -{int(sig)} -{int(record['pgid'])} 2>/dev/null; true")
+        self.run_script(f"kill -{int(sig)} -{int(record['pgid'])} 2>/dev/null; true")
 
     def stop(self, record: dict[str, Any], grace_s: float) -> str:
         pgid = int(record["pgid"])
         script = _STOP.format(alive=_GROUP_ALIVE.format(pgid=pgid), pgid=pgid, grace=max(0, round(grace_s)))
-        done = self.run(script, timeout=SSH_TIMEOUT_S + grace_s + 10)
+        done = self.run_script(script, timeout=SSH_TIMEOUT_S + grace_s + 10)
         outcome = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
         if done.returncode != 0 or outcome not in ("stopped", "killed", "not running", "still running"):
             return f"unknown (ssh exit {done.returncode}: {(done.stderr or done.stdout).strip()[-200:]})"
         return outcome
 
     def read_log(self, record: dict[str, Any], tail: int) -> str:
-        done = self.run(f"tail -n {int(tail)} {shlex.quote(record['log'])} 2>/dev/null; true")
+        done = self.run_script(f"tail -n {int(tail)} {shlex.quote(record['log'])} 2>/dev/null; true")
         return done.stdout.rstrip("\n")
 
     def follow_log(self, record: dict[str, Any], tail: int) -> Iterator[str]:
