@@ -123,8 +123,9 @@ class WritePath:
 
 def write_path(text: str) -> WritePath | None:
     """The RMA-write path of a process from its log, or None when no write table was printed (no transfer
-    yet, or UCX_PROTO_INFO not set)."""
-    writes = [t for t in parse_proto_info(text) if t.is_write and t.rows]
+    yet, or UCX_PROTO_INFO not set). `self` endpoints are left out: NIXL connects every agent to itself (for
+    local transfers), and that endpoint carries no KV to a peer."""
+    writes = [t for t in parse_proto_info(text) if t.is_write and t.rows and t.locality != "self"]
     if not writes:
         return None
     lanes: list[str] = []
