@@ -39,6 +39,9 @@ def _out(json_path: str | None):
 )
 @click.option("--skip-compat", is_flag=True, help="Launch even if check-compat finds errors.")
 @click.option(
+    "--skip-preflight", is_flag=True, help="Launch without checking the nodes first (pdctl preflight)."
+)
+@click.option(
     "--executor",
     type=click.Choice(["auto", "slurm"]),
     default="auto",
@@ -54,11 +57,14 @@ def launch(
     detach: bool,
     timeout: float,
     skip_compat: bool,
+    skip_preflight: bool,
     executor: str,
     submit: bool,
     json_path: str | None,
 ) -> None:
-    """Start prefill, decode and router from TOPOLOGY, wait until healthy, print the URLs."""
+    """Start prefill, decode and router from TOPOLOGY, wait until healthy, print the URLs.
+
+    First check-compat, then preflight of the actual nodes (--skip-compat / --skip-preflight skip them)."""
     from pdctl.errors import UserError
     from pdctl.launch.planner import render
     from pdctl.launch.state import write_plan
@@ -70,14 +76,27 @@ def launch(
     path = Path(run_dir) if run_dir else default_run_dir(topo.name)
     if submit and executor != "slurm":
         raise UserError("--submit only applies to --executor slurm")
+    starting = not dry_run and (executor != "slurm" or submit)
+    if starting and skip_preflight:
+        err_console.print("[bold yellow]warning:[/] --skip-preflight: the nodes are NOT checked before launch "
+                          "(versions, model, ports, transfer path)")
     if dry_run or executor == "slurm":
-        plan = render(topo, startup_timeout_s=int(timeout))
+        nvlink_domain = None
+        if starting and not skip_compat:
+            from pdctl.launch.supervisor import check_compat
+
+            check_compat(topo)
+        if starting and not skip_preflight:
+            from pdctl.launch.gate import preflight_gate
+
+            nvlink_domain = preflight_gate(topo, slurm=True, on_report=lambda r: _preflight_seen(r, out))
+        plan = render(topo, startup_timeout_s=int(timeout), nvlink_domain=nvlink_domain)
         if dry_run:
             plan_file = write_plan(path, plan)
             _print_plan(plan, out)
             out.print(f"[dim]plan written to {plan_file}[/]")
         else:
-            _slurm(topo, plan, path, timeout, submit, skip_compat, out)
+            _slurm(topo, plan, path, timeout, submit, out)
         write_json(json_path, plan.to_json())
         return
     from pdctl.launch.supervisor import launch_topology
@@ -96,17 +115,28 @@ def launch(
             detach=detach,
             progress=view.update,
             on_ready=ready,
+            preflight=not skip_preflight,
+            on_preflight=lambda r: _preflight_seen(r, out),
         )
     _print_ready(state, out, foreground=False)
     write_json(json_path, state)
 
 
+def _preflight_seen(report: Any, out: Any) -> None:
+    """Launch's view of its preflight: the full tables when it failed, one line per transfer when it passed."""
+    from pdctl.cli.preflight import render_brief, render_report
+
+    if report.ok:
+        render_brief(report, err_console)
+    else:
+        render_report(report, err_console)
+
+
 def _slurm(
-    topo: Any, plan: Any, path: Path, timeout: float, submit: bool, skip_compat: bool, out: Any
+    topo: Any, plan: Any, path: Path, timeout: float, submit: bool, out: Any
 ) -> None:
     from pdctl.launch.state import write_plan
     from pdctl.launch.submit import submit_plan, write_script
-    from pdctl.launch.supervisor import check_compat
 
     if not submit:  # (a submit writes plan.json itself, once it knows the run dir holds no live job)
         write_plan(path, plan)
@@ -114,8 +144,6 @@ def _slurm(
         out.print(f"[dim]# sbatch script: {script} (submit with --submit, or sbatch it yourself)[/]")
         out.print(script.read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True)
         return
-    if not skip_compat:
-        check_compat(topo)
     with _ProgressView() as view:
         state = submit_plan(plan, path, timeout=timeout, progress=view.update, topology_path=topo.source_path)
     out.print(f"[bold green]ready[/] — slurm job {state['job_id']}, router {plan.router_url}")
@@ -126,7 +154,7 @@ def _print_plan(plan: Any, out: Any) -> None:
     for node, procs in plan.by_node().items():
         out.print(f"[bold]# node {node}[/] ({procs[0].host})")
         for proc in procs:
-            out.print(f"# {proc.name}", style="dim", highlight=False)
+            out.print(f"# {proc.name} (advertises {proc.advertise or proc.host})", style="dim", highlight=False)
             out.print(proc.command, markup=False, highlight=False, soft_wrap=True)
         out.print()
     out.print(f"[bold]router URL:[/] {plan.router_url}")
@@ -205,7 +233,7 @@ def status(run_dir: str | None, json_path: str | None) -> None:
     doc = run_status(run_dir)
     out = _out(json_path)
     table = Table(title=f"{doc['topology']} — {doc['run_dir']}")
-    for col in ("process", "node", "pid", "url", "healthy"):
+    for col in ("process", "node", "pid", "url", "advertises", "healthy"):
         table.add_column(col, no_wrap=True)
     table.add_column("detail", overflow="fold")
     for p in [*doc["processes"], doc["router"]]:
@@ -215,10 +243,14 @@ def status(run_dir: str | None, json_path: str | None) -> None:
             p.get("node", ""),
             str(p.get("pid")),
             p.get("url") or "",
+            p.get("advertise") or "",
             mark,
             str(p.get("detail", "")),
         )
     out.print(table)
+    for p in doc["processes"]:
+        if p.get("transfer_path"):
+            out.print(f"KV path of {p['name']} ({p['node']}): {p['transfer_path']}", highlight=False)
     write_json(json_path, doc)
     if not doc["ok"]:
         if doc.get("state") == "stopped":

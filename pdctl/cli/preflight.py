@@ -61,18 +61,7 @@ def preflight(
     render_report(report, out)
     write_json(json_path, report.to_json())
     if not report.ok:
-        raise CheckFailed(failure_summary(report))
-
-
-def failure_summary(report: Any) -> str:
-    """One line per failure: node, fact, fix (the exit-1 message, also used by launch)."""
-    lines = [f"preflight of {report.topology} failed ({len(report.failures())} check(s))"]
-    for node, check in report.failures():
-        lines.append(f"- {node}: {check.check}: {check.message}" + (f" (fix: {check.fix})" if check.fix else ""))
-    for t in report.transfers:
-        if not t.ok and not any(c.check == "transfer" for _, c in report.failures()):
-            lines.append(f"- transfer {t.source} -> {t.target}: {t.error}")
-    return "\n".join(lines)
+        raise CheckFailed(report.summary())
 
 
 def render_report(report: Any, out: Any) -> None:
@@ -106,3 +95,15 @@ def render_report(report: Any, out: Any) -> None:
         out.print(f"[dim]note: {escape(note)}[/]")
     verdict = "[bold green]preflight passed[/]" if report.ok else "[bold red]preflight failed[/]"
     out.print(f"{verdict} ({len(report.nodes)} node(s), {report.wall_s:.1f}s)")
+
+
+def render_brief(report: Any, out: Any) -> None:
+    """A passed preflight in a few lines (what `pdctl launch` prints before starting)."""
+    from rich.markup import escape
+
+    out.print(f"[green]preflight passed[/]: {len(report.nodes)} node(s) in {report.wall_s:.1f}s")
+    for t in report.transfers:
+        out.print(f"  transfer {t.source} -> {t.target}: {t.gbps:.3f} GB/s, {t.us_per_descriptor:.1f} us/descriptor "
+                  f"over {escape(t.transport)}", highlight=False)
+    for note in report.notes:
+        out.print(f"  [dim]note: {escape(note)}[/]")

@@ -234,6 +234,8 @@ def launch_topology(
     progress: Progress | None = None,
     on_ready: Callable[[dict[str, Any]], None] | None = None,
     remember: bool = True,
+    preflight: bool = False,
+    on_preflight: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
     """Launch TOPO and return its state document once the router routes to every worker.
 
@@ -241,11 +243,18 @@ def launch_topology(
     Ctrl-C / SIGTERM / a process exiting tears everything down. On any failure everything started is
     stopped and CheckFailed (exit 1) names the failing process with its log tail.
     remember=False leaves `.pdctl/latest` alone: for a helper deployment (parity's reference topology)
-    that later `pdctl status/eval/down` without --run-dir must not pick up instead of the user's run."""
+    that later `pdctl status/eval/down` without --run-dir must not pick up instead of the user's run.
+    PREFLIGHT: check the nodes first (pdctl.launch.gate; `pdctl launch` does unless --skip-preflight), with
+    ON_PREFLIGHT called with the report."""
     progress = progress or _quiet
     if not skip_compat:
         check_compat(topo)
-    plan = render(topo, startup_timeout_s=int(timeout))
+    nvlink_domain = None
+    if preflight:
+        from pdctl.launch.gate import preflight_gate
+
+        nvlink_domain = preflight_gate(topo, on_report=on_preflight)
+    plan = render(topo, startup_timeout_s=int(timeout), nvlink_domain=nvlink_domain)
     path = Path(run_dir) if run_dir is not None else default_run_dir(topo.name)
     launch = Launch.begin(plan, path, progress, topo.source_path)
     launch.state.save()

@@ -110,6 +110,13 @@ class PreflightReport:
         """(node, check) of every failed error-severity check."""
         return [(n.node, c) for n in self.nodes for c in n.checks if c.failed]
 
+    def summary(self) -> str:
+        """One line per failure: node, fact, fix (preflight's exit-1 message, also launch's)."""
+        lines = [f"preflight of {self.topology} failed ({len(self.failures())} check(s))"]
+        for node, check in self.failures():
+            lines.append(f"- {node}: {check.check}: {check.message}" + (f" (fix: {check.fix})" if check.fix else ""))
+        return "\n".join(lines)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok, "topology": self.topology, "wall_s": round(self.wall_s, 3),
