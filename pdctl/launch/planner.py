@@ -39,9 +39,8 @@ def render(
     nvlink, note = use_nvlink(topo, nvlink_domain)
     if note:
         notes.append(note)
-    extra = transfer_env(topo, nvlink)
-    if extra:  # a value the user set in engine.env wins
-        workers = [replace(w, env={**extra, **w.env}) if w.role in ("prefill", "decode") else w for w in workers]
+    # a value the user set in engine.env wins over what the transfer path adds
+    workers = [replace(w, env={**transfer_env(topo, nvlink, w.role), **w.env}) for w in workers]
     if any(p.nnodes > 1 for p in placements):
         notes.append("multi-node replicas: start every node rank; only node rank 0 serves HTTP")
     return LaunchPlan(

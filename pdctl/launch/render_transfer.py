@@ -3,7 +3,8 @@
 NIXL: UCX_PROTO_INFO=y makes UCX print, in each worker's log, the protocol and the transport/device it
 selected per endpoint (e.g. `rc_mlx5/mlx5_0:1`, `tcp/eth1`); `pdctl status` reads it from the prefill logs
 (pdctl.preflight.parsers.ucx_proto) to say which path the bytes take. The tables are printed once per
-endpoint configuration, so the cost is a few lines at the first transfer.
+endpoint configuration and operation, so the cost is a few hundred log lines when a prefill server first
+connects to a decode server (`pdctl logs` shows them; set UCX_PROTO_INFO=n in engine.env to silence them).
 
 Multi-node NVLink (GB200/GB300 NVL72), what `transfer.nvlink` renders:
 Nodes of one NVL72 rack share an NVLink domain (same fabric ClusterUUID and CliqueId), and KV can move over
@@ -21,7 +22,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pdctl.topology import Topology
 
-UCX_PATH_ENV: dict[str, str] = {"UCX_PROTO_INFO": "y"}
+# stderr: unbuffered, so the tables reach the log at once (C stdout to a file is block-buffered).
+UCX_PATH_ENV: dict[str, str] = {"UCX_PROTO_INFO": "y", "UCX_LOG_FILE": "stderr"}
 MOONCAKE_MNNVL_ENV: dict[str, str] = {"SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "NVLINK", "MC_FORCE_MNNVL": "True"}
 
 
@@ -45,13 +47,13 @@ def use_nvlink(topo: Topology, shared_domain: bool | None) -> tuple[bool, str | 
     return False, None
 
 
-def transfer_env(topo: Topology, nvlink: bool) -> dict[str, str]:
-    """The environment added to every prefill and decode worker: UCX path reporting for NIXL, MNNVL for
-    Mooncake when NVLINK (from use_nvlink)."""
-    if not topo.is_pd:
+def transfer_env(topo: Topology, nvlink: bool, role: str) -> dict[str, str]:
+    """The environment added to a ROLE worker: UCX path reporting for NIXL on prefill (the side that writes
+    KV, whose log `pdctl status` reads), MNNVL for Mooncake on prefill and decode when NVLINK (use_nvlink)."""
+    if not topo.is_pd or role not in ("prefill", "decode"):
         return {}
     if topo.transfer.backend == "nixl":
-        return dict(UCX_PATH_ENV)
+        return dict(UCX_PATH_ENV) if role == "prefill" else {}
     return dict(MOONCAKE_MNNVL_ENV) if nvlink else {}
 
 

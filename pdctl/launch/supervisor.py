@@ -249,13 +249,14 @@ def launch_topology(
     progress = progress or _quiet
     if not skip_compat:
         check_compat(topo)
+    path = Path(run_dir) if run_dir is not None else default_run_dir(topo.name)
     nvlink_domain = None
     if preflight:
         from pdctl.launch.gate import preflight_gate
 
+        refuse_running(path)  # a live deployment there would fail preflight's port checks less clearly
         nvlink_domain = preflight_gate(topo, on_report=on_preflight)
     plan = render(topo, startup_timeout_s=int(timeout), nvlink_domain=nvlink_domain)
-    path = Path(run_dir) if run_dir is not None else default_run_dir(topo.name)
     launch = Launch.begin(plan, path, progress, topo.source_path)
     launch.state.save()
     if remember:

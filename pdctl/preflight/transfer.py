@@ -19,7 +19,7 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from pdctl.launch.executors import node_executor
-from pdctl.launch.render_transfer import transfer_env
+from pdctl.launch.render_transfer import UCX_PATH_ENV, transfer_env
 from pdctl.preflight.gather import engine_python
 from pdctl.preflight.parsers.iproute import parse_ip_route_get
 from pdctl.preflight.parsers.mooncake_log import parse_mooncake_log
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pdctl.topology import Topology
 
 # UCX prints its protocol tables to stderr (unbuffered: they arrive even if the process is killed).
-PATH_ENV = {"UCX_PROTO_INFO": "y", "UCX_LOG_FILE": "stderr"}
+PATH_ENV = dict(UCX_PATH_ENV)
 BENCH_TIMEOUT_S = 120.0
 # A measured rate under this share of the link's nominal rate means the bytes did not take that link.
 MIN_SHARE_OF_LINK = 0.1
@@ -135,7 +135,7 @@ def run_pair(ctx: Context, source: str, target: str, *, tokens: int, nvlink: boo
              slurm: bool = False) -> TransferResult:
     """The transfer test for one (prefill node, decode node) pair."""
     topo = ctx.topo
-    env = {**topo.engine.env, **transfer_env(topo, nvlink), **PATH_ENV}
+    env = {**topo.engine.env, **transfer_env(topo, nvlink, "prefill"), **PATH_ENV}
     cfg = bench_config(topo, tokens, source, target)
     src_node, dst_node = topo.node(source), topo.node(target)
     base = TransferResult(source, target, topo.transfer.backend, "unknown", None, 0.0, 0.0, False)
