@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from dataclasses import replace
-
 from pdctl.launch.plan import LaunchPlan, ProcessSpec
-from pdctl.launch.render_transfer import transfer_env, use_nvlink
 from pdctl.launch.render_reference import render_reference_replica
 from pdctl.launch.render_router import render_router
 from pdctl.launch.render_sglang import render_sglang_replica
+from pdctl.launch.render_transfer import transfer_env, use_nvlink
 from pdctl.topology.placement import place
 
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ from typing import Any
 
 from pdctl.launch.executors import executor_for
 from pdctl.launch.health import router_check, router_workers, worker_health
-from pdctl.launch.transfer_path import transfer_path
 from pdctl.launch.state import started
+from pdctl.launch.transfer_path import transfer_path
 from pdctl.runs import read_state, resolve_run_dir
 
 

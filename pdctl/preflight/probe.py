@@ -49,7 +49,7 @@ def package_versions() -> dict:
             except metadata.PackageNotFoundError:
                 continue
     try:
-        import pdctl  # noqa: PLC0415 - optional: present on reference-engine nodes
+        import pdctl
 
         out["pdctl"] = getattr(pdctl, "__version__", "unknown")
     except Exception:  # noqa: BLE001 - not installed, or broken: both mean "no usable pdctl"
@@ -62,7 +62,7 @@ def run(argv: list, timeout: float) -> dict | None:
     if shutil.which(argv[0]) is None:
         return None
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, errors="replace")
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, errors="replace", check=False)
     except subprocess.TimeoutExpired:
         return {"rc": None, "out": "", "err": f"timed out after {timeout}s"}
     except OSError as exc:

@@ -12,7 +12,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 import requests
 
 from tests.support.launch_e2e import generate, pdctl
@@ -58,7 +57,7 @@ def test_preflight_ran_first_and_passed(deployment: dict) -> None:
     err = deployment["launch_stderr"]
     assert "preflight passed" in err, err[-2000:]
     path = "tcp/pd0 (inter-node)" if deployment["backend"] == "nixl" else "mooncake tcp via pd0"
-    assert f"transfer pa -> db" in err and path in err, err[-2000:]
+    assert "transfer pa -> db" in err and path in err, err[-2000:]
 
 
 def test_each_process_runs_on_its_host_and_advertises_its_address(deployment: dict) -> None:

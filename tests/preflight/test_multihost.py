@@ -84,9 +84,9 @@ def test_fails_when_host_b_lacks_the_model(hosts: dict) -> None:
 def test_fails_when_a_port_is_taken_on_host_a(hosts: dict) -> None:
     mh = hosts["mh"]
     topo = pd_topology(mh, hosts["tmp"], hosts["checkpoint"], backend="nixl", name="pf-port")
-    holder = mh["a"].popen(["python3", "-c", "import socket, time\ns = socket.socket(); "
-                            f"s.bind(({mh['a'].address!r}, 30000)); s.listen(); print('bound', flush=True); "
-                            "time.sleep(600)"], hosts["tmp"] / "holder.log")
+    code = (f"import socket, time\ns = socket.socket(); s.bind(({mh['a'].address!r}, 30000)); s.listen(); "
+            "print('bound', flush=True); time.sleep(600)")
+    holder = mh["a"].popen(["python3", "-c", code], hosts["tmp"] / "holder.log")
     try:
         wait_for(lambda: "bound" in (hosts["tmp"] / "holder.log").read_text(), timeout=30, what="port holder")
         code, doc, err = _preflight(hosts, topo, "--skip-transfer")

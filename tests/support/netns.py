@@ -242,7 +242,7 @@ class Cluster:
 
 @atexit.register
 def _stop_all() -> None:
-    for cluster in list(_live):
+    for cluster in list(_live):  # noqa: PERF101 - stop() removes the cluster from _live
         cluster.stop()
 
 

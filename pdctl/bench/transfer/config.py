@@ -46,7 +46,7 @@ def config_from_topology(topo: Any, *, backend: str | None, tokens: int, repeats
     spec = resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
     if spec.mla:
         raise UserError(f"{topo.name}: bench-transfer covers MHA/GQA KV (head slices); {spec.name} uses MLA")
-    pre, dec = topo.prefill, topo.decode
+    pre, dec = topo.require_pd("bench-transfer")  # a colocated topology moves no KV: bad input, exit 2
     hybrid = spec.hybrid_swa and bool(pre.hybrid_swa_memory and dec.hybrid_swa_memory)
     dtype = str(pre.kv_cache_dtype or "auto")
     # The reference engine caches float32; SGLang's "auto" is the checkpoint's bf16.
