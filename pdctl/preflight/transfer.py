@@ -151,6 +151,9 @@ def run_pair(ctx: Context, source: str, target: str, *, tokens: int, nvlink: boo
         relay.close()
     if doc is None or "error" in doc:
         why = (doc or {}).get("error") or "the prefill side ended without a result"
+        if "No module named 'pdctl'" in relay.text("driver") + relay.text("peer"):
+            why = (f"pdctl is not importable by {engine_python(topo, src_node)} on the nodes: the transfer test runs "
+                   "bench-transfer there (install pdctl in the engine's environment, or --skip-transfer)")
         tails = "; ".join(f"{k}: {relay.text(k).strip()[-400:]}" for k in ("driver", "peer") if relay.text(k).strip())
         return replace(base, error=f"{why}" + (f" ({tails})" if tails else ""))
     token = doc["paths"]["per_token"]
