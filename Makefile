@@ -35,7 +35,8 @@ sglang-flags: install sglang-env
 	$(BIN)/python scripts/sglang-flags/generate.py $(SGLANG_VERSIONS)
 
 # apt packages: libibverbs1 (Mooncake imports it), openssh-server (SSH executor tests), chromium (parity
-# report test), slurmctld/slurmd/slurm-client/munge (a real single-node Slurm for the slurm executor test).
+# report test), slurmctld/slurmd/slurm-client/munge (real single- and multi-node Slurm for the slurm executor
+# tests), iproute2/util-linux/curl (namespaced multi-host tests).
 system-deps:
 	@bash scripts/system-deps.sh
 

@@ -40,6 +40,9 @@ def _out(json_path: str | None):
 @click.option("--skip-compat", is_flag=True,
               help="Launch / render even if check-compat finds errors (says loudly what it would have refused).")
 @click.option(
+    "--skip-preflight", is_flag=True, help="Launch without checking the nodes first (pdctl preflight)."
+)
+@click.option(
     "--executor",
     type=click.Choice(["auto", "slurm"]),
     default="auto",
@@ -55,6 +58,7 @@ def launch(
     detach: bool,
     timeout: float,
     skip_compat: bool,
+    skip_preflight: bool,
     executor: str,
     submit: bool,
     json_path: str | None,
@@ -62,7 +66,8 @@ def launch(
     """Start prefill, decode and router from TOPOLOGY, wait until healthy, print the URLs.
 
     Every path (a launch, --dry-run, the Slurm script) runs check-compat first on the commands it renders,
-    with the SGLang version from engine.version or, when that is missing, asked from the nodes."""
+    with the SGLang version from engine.version or, when that is missing, asked from the nodes; a launch then
+    runs preflight of the actual nodes (--skip-compat / --skip-preflight skip them, loudly)."""
     from pdctl.errors import UserError
     from pdctl.launch.gate import gate
     from pdctl.launch.planner import render
@@ -80,8 +85,17 @@ def launch(
                          strict=not (dry_run or executor == "slurm"), warn=_loud)
     if version is not None and version.note:
         err_console.print(f"[yellow]note:[/] {version.note}", highlight=False)
+    starting = not dry_run and (executor != "slurm" or submit)
+    if starting and skip_preflight:
+        err_console.print("[bold yellow]warning:[/] --skip-preflight: the nodes are NOT checked before launch "
+                          "(versions, model, ports, transfer path)")
     if dry_run or executor == "slurm":
-        plan = render(topo, startup_timeout_s=int(timeout))
+        nvlink_domain = None
+        if starting and not skip_preflight:
+            from pdctl.launch.gate import preflight_gate
+
+            nvlink_domain = preflight_gate(topo, slurm=True, on_report=lambda r: _preflight_seen(r, out))
+        plan = render(topo, startup_timeout_s=int(timeout), nvlink_domain=nvlink_domain)
         if dry_run:
             plan_file = write_plan(path, plan)
             _print_plan(plan, out)
@@ -106,6 +120,8 @@ def launch(
             detach=detach,
             progress=view.update,
             on_ready=ready,
+            preflight=not skip_preflight,
+            on_preflight=lambda r: _preflight_seen(r, out),
         )
     _print_ready(state, out, foreground=False)
     write_json(json_path, state)
@@ -114,6 +130,16 @@ def launch(
 def _loud(message: str) -> None:
     """--skip-compat's notice: on stderr, in red, never mixed into a JSON document on stdout."""
     err_console.print(f"[bold red]WARNING[/] {message}", highlight=False, soft_wrap=True)
+
+
+def _preflight_seen(report: Any, out: Any) -> None:
+    """Launch's view of its preflight: the full tables when it failed, one line per transfer when it passed."""
+    from pdctl.cli.preflight import render_brief, render_report
+
+    if report.ok:
+        render_brief(report, err_console)
+    else:
+        render_report(report, err_console)
 
 
 def _slurm(topo: Any, plan: Any, path: Path, timeout: float, submit: bool, out: Any) -> None:
@@ -136,7 +162,7 @@ def _print_plan(plan: Any, out: Any) -> None:
     for node, procs in plan.by_node().items():
         out.print(f"[bold]# node {node}[/] ({procs[0].host})")
         for proc in procs:
-            out.print(f"# {proc.name}", style="dim", highlight=False)
+            out.print(f"# {proc.name} (advertises {proc.advertise or proc.host})", style="dim", highlight=False)
             out.print(proc.command, markup=False, highlight=False, soft_wrap=True)
         out.print()
     out.print(f"[bold]router URL:[/] {plan.router_url}")
@@ -215,7 +241,7 @@ def status(run_dir: str | None, json_path: str | None) -> None:
     doc = run_status(run_dir)
     out = _out(json_path)
     table = Table(title=f"{doc['topology']} — {doc['run_dir']}")
-    for col in ("process", "node", "pid", "url", "healthy"):
+    for col in ("process", "node", "pid", "url", "advertises", "healthy"):
         table.add_column(col, no_wrap=True)
     table.add_column("detail", overflow="fold")
     for p in [*doc["processes"], doc["router"]]:
@@ -225,10 +251,14 @@ def status(run_dir: str | None, json_path: str | None) -> None:
             p.get("node", ""),
             str(p.get("pid")),
             p.get("url") or "",
+            p.get("advertise") or "",
             mark,
             str(p.get("detail", "")),
         )
     out.print(table)
+    for p in doc["processes"]:
+        if p.get("transfer_path"):
+            out.print(f"KV path of {p['name']} ({p['node']}): {p['transfer_path']}", highlight=False)
     write_json(json_path, doc)
     if not doc["ok"]:
         if doc.get("state") == "stopped":

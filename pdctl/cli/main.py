@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "eval": "pdctl.cli.eval:eval_group",
     "parity": "pdctl.cli.parity:parity",
     "bench-transfer": "pdctl.cli.bench:bench_transfer",
+    "preflight": "pdctl.cli.preflight:preflight",
     "reference": "pdctl.cli.reference:reference",
 }
 
@@ -39,6 +40,7 @@ SHORT_HELP: dict[str, str] = {
     "eval": "Accuracy evals (gsm8k) against a deployment.",
     "parity": "Logprob parity of a PD deployment against a reference server.",
     "bench-transfer": "Measure one request's KV transfer between real ranks.",
+    "preflight": "Check the actual nodes (versions, GPUs, RDMA, model, ports) and a real cross-node transfer.",
     "reference": "The CPU reference engine: checkpoints and serving.",
 }
 

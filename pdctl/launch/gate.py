@@ -1,4 +1,5 @@
-"""What every launch path passes before anything starts: the SGLang version, check-compat, local nodes.
+"""What every launch path passes before anything starts: the SGLang version, check-compat, local nodes, and
+(for a real launch) preflight of the nodes themselves.
 
 `pdctl launch`, `--dry-run` and the Slurm render all go through here, so none of them can start (or print a
 script for) a topology check-compat rejects. The version that judges the commands comes from engine.version,
@@ -9,6 +10,7 @@ it reports what check-compat would have refused.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -149,3 +151,22 @@ def gate(topo: Topology, *, skip_compat: bool, ask: bool, strict: bool,
     else:
         check_compat(topo, version)
     return topo, version
+
+
+def preflight_gate(
+    topo: Topology,
+    *,
+    slurm: bool = False,
+    on_report: Callable[[Any], None] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> bool | None:
+    """Run preflight on TOPO's nodes; CheckFailed (exit 1, nothing started) if it fails. Returns its NVLink
+    finding (prefill and decode nodes share one NVLink domain), which decides `transfer.nvlink: auto`."""
+    from pdctl.preflight import run_preflight
+
+    report = run_preflight(topo, slurm=slurm, progress=progress)
+    if on_report is not None:
+        on_report(report)
+    if not report.ok:
+        raise CheckFailed(report.summary() + "\nnot launching (--skip-preflight to launch anyway)")
+    return report.nvlink_domain

@@ -30,7 +30,7 @@ class ProcessSpec:
     role: str  # "prefill" | "decode" | "colocated" | "router"
     replica: int
     node: str
-    host: str  # address of the node (what other nodes and the router use)
+    host: str  # the node's `host`: where pdctl reaches it (ssh target, Slurm node name)
     node_rank: int
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
@@ -39,6 +39,7 @@ class ProcessSpec:
     bind_host: str | None = None  # where it binds its ports (port pre-check)
     ports: list[int] = field(default_factory=list)  # ports it binds on its node
     ssh: dict[str, Any] | None = None  # SSHConfig as a dict when the node is remote
+    advertise: str | None = None  # the address it gives peers (URL host, bootstrap, KV transfer endpoints)
 
     @property
     def command(self) -> str:

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pdctl.launch.plan import LaunchPlan, ProcessSpec
 from pdctl.launch.render_reference import render_reference_replica
 from pdctl.launch.render_router import render_router
 from pdctl.launch.render_sglang import render_sglang_replica
+from pdctl.launch.render_transfer import transfer_env, use_nvlink
 from pdctl.topology.placement import place
 
 if TYPE_CHECKING:
     from pdctl.topology import Topology
 
 
-def render(topo: Topology, *, prometheus_port: int | None = None, startup_timeout_s: int = 600) -> LaunchPlan:
-    """The launch plan of TOPO: per replica per node the exact argv + env, then the router."""
+def render(
+    topo: Topology,
+    *,
+    prometheus_port: int | None = None,
+    startup_timeout_s: int = 600,
+    nvlink_domain: bool | None = None,
+) -> LaunchPlan:
+    """The launch plan of TOPO: per replica per node the exact argv + env, then the router.
+    NVLINK_DOMAIN: preflight's finding that prefill and decode nodes share an NVLink domain (None: unknown),
+    which decides `transfer.nvlink: auto`."""
     placements = place(topo)
     render_replica = render_reference_replica if topo.engine.kind == "reference" else render_sglang_replica
     workers: list[ProcessSpec] = []
@@ -25,6 +35,11 @@ def render(topo: Topology, *, prometheus_port: int | None = None, startup_timeou
         topo, placements, prometheus_port=prometheus_port, startup_timeout_s=startup_timeout_s
     )
     notes = []
+    nvlink, note = use_nvlink(topo, nvlink_domain)
+    if note:
+        notes.append(note)
+    # a value the user set in engine.env wins over what the transfer path adds
+    workers = [replace(w, env={**transfer_env(topo, nvlink, w.role), **w.env}) for w in workers]
     if any(p.nnodes > 1 for p in placements):
         notes.append("multi-node replicas: start every node rank; only node rank 0 serves HTTP")
     return LaunchPlan(

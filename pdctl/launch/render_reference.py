@@ -49,7 +49,7 @@ def render_reference_replica(
         "--tp",
         str(role.tp),
         "--host",
-        node.host,
+        node.address,
         "--port",
         str(placement.http_port),
         "--page-size",
@@ -88,8 +88,9 @@ def render_reference_replica(
             env=env,
             url=placement.url,
             health_path="/health",
-            bind_host=node.host,
+            bind_host=node.address,
             ports=ports,
             ssh=node_ssh(node),
+            advertise=node.address,
         )
     ]

@@ -26,12 +26,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def router_url(topo: Topology) -> str:
-    """Where clients reach the router: its node's host when it binds a wildcard address."""
+def router_address(topo: Topology) -> str:
+    """The address clients reach the router at: its bind address, or its node's address for a wildcard."""
     host = topo.router.host
-    if host in _WILDCARD:
-        host = topo.router_node.host
-    return f"http://{host_for_url(host)}:{topo.router.port}"
+    return topo.router_node.address if host in _WILDCARD else host
+
+
+def router_url(topo: Topology) -> str:
+    """Where clients reach the router."""
+    return f"http://{host_for_url(router_address(topo))}:{topo.router.port}"
 
 
 def render_router(
@@ -85,4 +88,5 @@ def render_router(
         bind_host=topo.router.host,
         ports=[topo.router.port, prom],
         ssh=node_ssh(node),
+        advertise=router_address(topo),
     )

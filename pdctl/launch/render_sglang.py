@@ -106,6 +106,20 @@ def worker_env(topo: Topology, slot: NodeSlot, role: RoleConfig | None = None) -
     return env, True
 
 
+def advertise_env(node: Node) -> dict[str, str]:
+    """SGLANG_HOST_IP: the address SGLang's disaggregation code (bootstrap registration, Mooncake session,
+    ZMQ endpoints) gives peers. Without it SGLang guesses (the source address of a route to 8.8.8.8), which
+    on a node with several interfaces can differ from the address the router and peers use. Set when the
+    advertised address is known: an explicit advertise_host, or a host written as an IP address."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(node.address)
+    except ValueError:
+        return {"SGLANG_HOST_IP": node.address} if node.advertise_host else {}
+    return {"SGLANG_HOST_IP": node.address}
+
+
 def _parallel_flags(topo: Topology, role: RoleConfig) -> list[str]:
     flags = ["--tp-size", str(role.tp), "--pp-size", str(role.pp)]
     if not role.enable_dp_attention:
@@ -123,6 +137,8 @@ def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPl
     for slot in placement.slots:
         node = topo.node(slot.node)
         env, use_base = worker_env(topo, slot, role)
+        if role.name != "colocated":
+            env = {**advertise_env(node), **env}  # a value the user set in engine.env wins
         argv = [topo.engine.python, "-m", "sglang.launch_server", "--model-path", model_path(topo)]
         argv += optional_flag("--revision", topo.model.revision)
         if role.name != "colocated":  # a colocated server is plain SGLang: no disaggregation flag at all
@@ -149,7 +165,7 @@ def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPl
         argv += optional_flag("--max-total-tokens", role.max_total_tokens)
         argv += optional_flag("--mem-fraction-static", role.mem_fraction_static)
         argv += optional_flag("--random-seed", role.random_seed)
-        argv += ["--host", node.host, "--port", str(placement.http_port)]
+        argv += ["--host", node.address, "--port", str(placement.http_port)]
         if placement.nnodes > 1:
             argv += [
                 "--nnodes",
@@ -180,9 +196,10 @@ def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPl
                 env=env,
                 url=placement.url if head else None,
                 health_path="/health" if head else None,
-                bind_host=node.host,
+                bind_host=node.address,
                 ports=ports,
                 ssh=node_ssh(node),
+                advertise=node.address,
             )
         )
     return procs

@@ -9,6 +9,7 @@ from typing import Any
 from pdctl.launch.executors import executor_for
 from pdctl.launch.health import router_check, router_workers, worker_health
 from pdctl.launch.state import started
+from pdctl.launch.transfer_path import transfer_path
 from pdctl.runs import read_state, resolve_run_dir
 
 
@@ -26,6 +27,7 @@ def _process_status(record: dict[str, Any], *, probe_health: bool = True) -> dic
         "pid": record["pid"],
         "pgid": record.get("pgid"),
         "url": record.get("url"),
+        "advertise": record.get("advertise"),
         "executor": record.get("executor"),
         "alive": alive,
         "healthy": healthy,
@@ -42,6 +44,9 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
     records = [r for r in state.get("processes", []) if started(r)]
     with ThreadPoolExecutor(max_workers=8) as pool:
         processes = list(pool.map(_process_status, records))
+        prefill = [(p, r) for p, r in zip(processes, records) if r["role"] == "prefill" and r.get("node_rank", 0) == 0]
+        for (entry, _), kv_path in zip(prefill, pool.map(transfer_path, [r for _, r in prefill])):
+            entry["transfer_path"] = kv_path
     router_rec = state.get("router") or {}
     router: dict[str, Any] = {
         "url": router_rec.get("url"),

@@ -57,6 +57,7 @@ def new_record(proc: ProcessSpec, run_dir: Path) -> dict[str, Any]:
         "replica": proc.replica,
         "node": proc.node,
         "host": proc.host,
+        "advertise": proc.advertise,
         "node_rank": proc.node_rank,
         "url": proc.url,
         "health_path": proc.health_path,

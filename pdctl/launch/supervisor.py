@@ -222,6 +222,8 @@ def launch_topology(
     progress: Progress | None = None,
     on_ready: Callable[[dict[str, Any]], None] | None = None,
     remember: bool = True,
+    preflight: bool = False,
+    on_preflight: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
     """Launch TOPO and return its state document once the router routes to every worker.
 
@@ -229,12 +231,21 @@ def launch_topology(
     Ctrl-C / SIGTERM / a process exiting tears everything down. On any failure everything started is
     stopped and CheckFailed (exit 1) names the failing process with its log tail.
     remember=False leaves `.pdctl/latest` alone: for a helper deployment (parity's reference topology)
-    that later `pdctl status/eval/down` without --run-dir must not pick up instead of the user's run."""
+    that later `pdctl status/eval/down` without --run-dir must not pick up instead of the user's run.
+    PREFLIGHT: check the nodes first (pdctl.launch.gate; `pdctl launch` does unless --skip-preflight), with
+    ON_PREFLIGHT called with the report."""
     progress = progress or _quiet
     topo, _ = gate(topo, skip_compat=skip_compat, ask=True, strict=True)
     plan = render(topo, startup_timeout_s=int(timeout))
-    require_local_nodes(plan)
+    require_local_nodes(plan)  # before preflight: a node without ssh: can only be checked if it is this machine
     path = Path(run_dir) if run_dir is not None else default_run_dir(topo.name)
+    if preflight:
+        from pdctl.launch.gate import preflight_gate
+
+        refuse_running(path)  # a live deployment there would fail preflight's port checks less clearly
+        nvlink_domain = preflight_gate(topo, on_report=on_preflight)
+        if nvlink_domain is not None:  # `transfer.nvlink: auto` renders by what preflight found
+            plan = render(topo, startup_timeout_s=int(timeout), nvlink_domain=nvlink_domain)
     launch = Launch.begin(plan, path, progress, topo.source_path)
     launch.state.save()
     if remember:

@@ -35,7 +35,7 @@ class NodeSlot:
     """The GPUs one replica uses on one node: [base_gpu_id, base_gpu_id + num_gpus)."""
 
     node: str
-    host: str
+    host: str  # the node's advertised address (Node.address): what URLs and rendezvous use
     base_gpu_id: int
     num_gpus: int
     node_rank: int
@@ -151,7 +151,7 @@ def place(topo: Topology) -> list[ReplicaPlacement]:
             pieces, cursor = _place_replica(need, nodes, used, cursor)
             slots = []
             for rank, (node, base, count) in enumerate(pieces):
-                slots.append(NodeSlot(node.name, node.host, base, count, rank))
+                slots.append(NodeSlot(node.name, node.address, base, count, rank))
                 used[node.name] = max(used[node.name], base + count)
             http_port = role.port + replica
             first_host = host_for_url(slots[0].host)

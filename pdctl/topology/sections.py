@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 GpuKind = Literal["gb300", "gb200", "b200", "h200", "h100", "cpu"]
 Backend = Literal["nixl", "mooncake"]
 Protocol = Literal["rdma", "tcp"]
+NvlinkMode = Literal["auto", "on", "off"]
 KvLayout = Literal["nhd", "hnd", "vectorized_5d"]
 # SGLang 0.5.23 `--kv-cache-dtype` choices (srt/arg_groups/fields/model.py).
 KvCacheDtype = Literal["auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16"]
@@ -163,6 +164,16 @@ class Node(_Section):
     gpus: int = Field(..., ge=1, description="GPUs on the node (cpu nodes: number of rank slots).")
     ssh: SSHConfig | None = Field(None, description="null = this machine; else how to reach it over ssh.")
     ib_devices: list[str] = Field(default_factory=list, description="InfiniBand devices, e.g. [mlx5_0].")
+    advertise_host: str | None = Field(
+        None, min_length=1,
+        description="Address this node's servers bind and give to peers (router, bootstrap, KV transfer) when "
+        "it differs from `host` (the address pdctl reaches the node at), e.g. on nodes with several interfaces.",
+    )
+
+    @property
+    def address(self) -> str:
+        """The address the node's servers bind and advertise: advertise_host, else host."""
+        return self.advertise_host or self.host
 
 
 class TransferConfig(_Section):
@@ -175,6 +186,11 @@ class TransferConfig(_Section):
     bootstrap_port: int = Field(
         8998, ge=1, le=65535,
         description="-> --disaggregation-bootstrap-port; prefill replica i uses bootstrap_port + i.",
+    )
+    nvlink: NvlinkMode = Field(
+        "auto",
+        description="Multi-node NVLink (GB200/GB300 NVL72) for the KV transfer: on renders Mooncake's MNNVL "
+        "environment; auto does so when preflight finds prefill and decode nodes in one NVLink domain; off never.",
     )
 
 

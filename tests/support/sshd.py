@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +43,7 @@ class SSHServer:
     proc: subprocess.Popen
     log: Path
     options: dict[str, str] = field(default_factory=dict)
+    host: str = "127.0.0.1"
 
     def ssh_config(self) -> dict:
         """The topology `ssh:` mapping for a node served by this sshd."""
@@ -53,7 +55,7 @@ class SSHServer:
         for k, v in self.options.items():
             argv += ["-o", f"{k}={v}"]
         return subprocess.run(
-            argv + ["127.0.0.1", command], check=False, capture_output=True, text=True, timeout=timeout
+            argv + [self.host, command], check=False, capture_output=True, text=True, timeout=timeout
         )
 
     def stop(self) -> None:
@@ -69,8 +71,17 @@ class SSHServer:
             self.proc.wait(timeout=10)
 
 
-def start_sshd(tmp: Path, timeout: float = 20.0) -> SSHServer:
-    """Start sshd on a free loopback port with keys under TMP; waits (up to TIMEOUT) until a login works."""
+def start_sshd(
+    tmp: Path,
+    timeout: float = 20.0,
+    *,
+    listen: str = "127.0.0.1",
+    port: int | None = None,
+    enter: Callable[[list[str]], list[str]] | None = None,
+) -> SSHServer:
+    """Start sshd on LISTEN (a free loopback port by default) with keys under TMP; waits (up to TIMEOUT)
+    until a login works. ENTER wraps sshd's argv to start it elsewhere, e.g. inside a namespaced host
+    (tests/support/netns.py), whose own port space lets it listen on port 22."""
     tmp.mkdir(parents=True, exist_ok=True)
     host_key, client_key = tmp / "host_ed25519", tmp / "client_ed25519"
     for key in (host_key, client_key):
@@ -80,13 +91,13 @@ def start_sshd(tmp: Path, timeout: float = 20.0) -> SSHServer:
     authorized = tmp / "authorized_keys"
     authorized.write_text(client_key.with_suffix(".pub").read_text())
     authorized.chmod(0o600)
-    port = free_port()
+    port = port if port is not None else free_port()
     config = tmp / "sshd_config"
     config.write_text(
         "\n".join(
             [
                 f"Port {port}",
-                "ListenAddress 127.0.0.1",
+                f"ListenAddress {listen}",
                 f"HostKey {host_key}",
                 f"PidFile {tmp / 'sshd.pid'}",
                 f"AuthorizedKeysFile {authorized}",
@@ -108,8 +119,9 @@ def start_sshd(tmp: Path, timeout: float = 20.0) -> SSHServer:
         Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation dir, needed when sshd runs as root
     log = tmp / "sshd.log"
     with open(log, "wb") as log_fh:
+        argv = [SSHD, "-D", "-e", "-f", str(config)]
         proc = subprocess.Popen(
-            [SSHD, "-D", "-e", "-f", str(config)],
+            enter(argv) if enter else argv,
             stdout=log_fh,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -126,6 +138,7 @@ def start_sshd(tmp: Path, timeout: float = 20.0) -> SSHServer:
             "IdentitiesOnly": "yes",
             "LogLevel": "ERROR",
         },
+        host=listen,
     )
     deadline = time.monotonic() + timeout
     last = ""
@@ -133,7 +146,7 @@ def start_sshd(tmp: Path, timeout: float = 20.0) -> SSHServer:
         if proc.poll() is not None:
             raise RuntimeError(f"sshd exited with {proc.returncode}: {log.read_text()[-2000:]}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
+            with socket.create_connection((listen, port), timeout=1):
                 pass
             done = server.run("true", timeout=10)
             if done.returncode == 0:

@@ -33,6 +33,10 @@ class BenchConfig:
     seed: int = 0
     timeout: float = 300.0
     repeats: int = 3  # rounds of (memcpy, per-token, packed) measured side by side; best of each counts
+    # Addresses the two sides' endpoints advertise (Mooncake's session host); loopback when both run here,
+    # the nodes' addresses when preflight runs the two sides on a prefill and a decode node.
+    prefill_host: str = "127.0.0.1"
+    decode_host: str = "127.0.0.1"
 
 
 def config_from_topology(topo: Any, *, backend: str | None, tokens: int, repeats: int = 3) -> BenchConfig:

@@ -109,7 +109,8 @@ class DecodeSide:
         full, swa = global_kv(self.shape, int(cfg["seed"]))
         self.kv = {"full": full, "swa": swa}
         self.ranks = [RankMemory(self.shape, self.d_tp, d) for d in range(self.d_tp)]
-        self.backends = [create_backend(cfg["backend"], f"bench-decode{d}") for d in range(self.d_tp)]
+        host = str(cfg.get("host") or "127.0.0.1")
+        self.backends = [create_backend(cfg["backend"], f"bench-decode{d}", host=host) for d in range(self.d_tp)]
         self.plans: dict[tuple[int, int], Any] = {}
         self.staging: dict[tuple[int, int], np.ndarray] = {}
         layers = self.shape.pool_layers()

@@ -79,7 +79,7 @@ def check_memory(shape: KVShape, tokens: int) -> None:
                         f"{have / 2**30:.1f} GiB are available")
 
 
-def run_bench(cfg: BenchConfig) -> dict[str, Any]:
+def run_bench(cfg: BenchConfig, peer: Any = None) -> dict[str, Any]:
     """Measure memcpy, the per-token path and the packed path side by side, `cfg.repeats` rounds after a
     warm-up that opens the connections, and return the JSON document.
 
@@ -97,7 +97,7 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         raise UserError(f"attention TP sizes {cfg.prefill_tp} and {cfg.decode_tp}: neither divides the other")
     shape = kv_shape(cfg)
     check_memory(shape, cfg.tokens)
-    peer = PeerProcess(cfg.timeout + PEER_SLACK_S)
+    peer = peer if peer is not None else PeerProcess(cfg.timeout + PEER_SLACK_S)
     backends: list[Any] = []
     try:
         peer.send(
@@ -108,6 +108,7 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
                 "prefill_tp": cfg.prefill_tp,
                 "decode_tp": cfg.decode_tp,
                 "seed": cfg.seed,
+                "host": cfg.decode_host,
             }
         )
         remote = peer.recv()["ranks"]
@@ -117,7 +118,7 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
             mem.fill({"full": full, "swa": swa})
         del full, swa
         for p, mem in enumerate(ranks):
-            backend = create_backend(cfg.backend, f"bench-prefill{p}")
+            backend = create_backend(cfg.backend, f"bench-prefill{p}", host=cfg.prefill_host)
             backend.register(mem.regions())
             backends.append(backend)
         peers = {

@@ -8,6 +8,7 @@ rather than per process). Every method after `start` works from the process's st
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -32,11 +33,6 @@ class Executor(Protocol):
     """Start and control processes on one kind of node."""
 
     kind: str
-
-    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
-        """Run ARGV on this executor's node to completion (no shell on our side; quoted for ssh), capture
-        its output; TIMEOUT seconds at most (then returncode None)."""
-        ...
 
     def start(self, proc: ProcessSpec, log: str) -> dict[str, Any]:
         """Start PROC with stdout+stderr to LOG (a path on the node); returns its state record fields
@@ -68,13 +64,16 @@ class Executor(Protocol):
         """The last TAIL lines, then new lines as they are written (until interrupted)."""
         ...
 
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
+        """Run ARGV on this executor's node to completion (no shell on our side; quoted for ssh), capture
+        its output; TIMEOUT seconds at most (then returncode None)."""
+        ...
 
-def node_executor(node: Node) -> Executor:
-    """The executor for a topology node: ssh when it has `ssh:`, else local."""
-    from pdctl.launch.executors.local import LocalExecutor
-    from pdctl.launch.executors.ssh import SSHExecutor
-
-    return SSHExecutor(node.host, node.ssh.model_dump()) if node.ssh is not None else LocalExecutor()
+    def popen(self, argv: list[str], *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        """Start ARGV on this executor's node with its stdin/stdout (text) connected to the returned Popen
+        (stderr too, as a pipe): a conversation with a process on the node, e.g. preflight's transfer peers.
+        The process reads EOF on stdin when the Popen is closed or killed, and must then end by itself."""
+        ...
 
 
 def executor_for(record: dict[str, Any] | ProcessSpec) -> Executor:
@@ -94,6 +93,21 @@ def executor_for(record: dict[str, Any] | ProcessSpec) -> Executor:
 
         return SlurmExecutor()
     raise UserError(f"process {record.get('name')!r} has executor {kind!r}, which pdctl cannot control here")
+
+
+def node_executor(node: Node, *, slurm: bool = False) -> Executor:
+    """The executor for a topology node: ssh when it has `ssh:`, else local; with SLURM, srun on the Slurm
+    node named by its host."""
+    from pdctl.launch.executors.local import LocalExecutor
+    from pdctl.launch.executors.ssh import SSHExecutor
+
+    if slurm:
+        from pdctl.launch.executors.slurm import SlurmExecutor
+
+        return SlurmExecutor(node=node.host)
+    if node.ssh is not None:
+        return SSHExecutor(node.host, node.ssh.model_dump())
+    return LocalExecutor()
 
 
 __all__ = ["CommandResult", "Executor", "executor_for", "node_executor"]

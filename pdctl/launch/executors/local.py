@@ -55,24 +55,60 @@ def _reap(pid: int) -> int | None:
     return os.waitstatus_to_exitcode(status)
 
 
+def run_captured(argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
+    """Run ARGV here (its own process group) to completion with its output captured; at TIMEOUT the whole
+    group is killed (a child of the command cannot outlive it) and returncode is None. A program that does
+    not exist is returncode 127 with the reason in stderr, as a shell reports it."""
+    try:
+        child = subprocess.Popen(
+            argv,
+            env={**os.environ, **(env or {})},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return CommandResult(127, "", f"{argv[0]}: {exc.strerror or exc}")
+    try:
+        out, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = child.communicate()
+        return CommandResult(None, out or "", (err or "") + f"\n(timed out after {timeout:g}s)")
+    return CommandResult(child.returncode, out, err)
+
+
+def popen_piped(argv: list[str], *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """ARGV started here in its own process group, stdin/stdout/stderr as text pipes."""
+    return subprocess.Popen(
+        argv,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        bufsize=1,
+        start_new_session=True,
+    )
+
+
 class LocalExecutor:
     """Processes on this machine (nodes without `ssh:`)."""
 
     kind = "local"
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
-        """Run ARGV here to completion (no shell), capturing its output; TIMEOUT seconds at most (then
-        returncode None). A program that cannot be started is returncode 127 with the reason on stderr."""
-        try:
-            done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout,
-                                  stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
-        except subprocess.TimeoutExpired as exc:
-            out = [x.decode("utf-8", "replace") if isinstance(x, bytes) else (x or "")
-                   for x in (exc.stdout, exc.stderr)]
-            return CommandResult(None, out[0], out[1])
-        except OSError as exc:
-            return CommandResult(127, "", f"{argv[0]}: {exc.strerror or exc}")
-        return CommandResult(done.returncode, done.stdout, done.stderr)
+        return run_captured(argv, timeout=timeout, env=env)
+
+    def popen(self, argv: list[str], *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        return popen_piped(argv, env=env)
 
     def start(self, proc: ProcessSpec, log: str) -> dict[str, Any]:
         Path(log).parent.mkdir(parents=True, exist_ok=True)
@@ -179,4 +215,4 @@ class LocalExecutor:
                 time.sleep(0.3)
 
 
-__all__ = ["LocalExecutor", "group_members", "proc_stat"]
+__all__ = ["LocalExecutor", "group_members", "popen_piped", "proc_stat", "run_captured"]

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pdctl.errors import CheckFailed, UserError
-from pdctl.launch.executors.local import LocalExecutor
+from pdctl.launch.executors import CommandResult
+from pdctl.launch.executors.local import LocalExecutor, popen_piped, run_captured
 from pdctl.launch.plan import LaunchPlan, ProcessSpec
 from pdctl.launch.state import new_record
 
@@ -114,12 +115,39 @@ def job_state(job_id: str) -> str | None:
     return state or None
 
 
+def srun_argv(node: str, argv: list[str], env: dict[str, str] | None = None) -> list[str]:
+    """`srun` running ARGV once on Slurm node NODE (its own small allocation outside a job, a step
+    inside one), with ENV added to the environment srun exports."""
+    prefix = ["env", *(f"{k}={v}" for k, v in (env or {}).items())] if env else []
+    return [
+        "srun", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--quiet", "--job-name=pdctl-run",
+        *prefix, *argv,
+    ]
+
+
 class SlurmExecutor:
     """Controls the processes of a submitted job through Slurm (they have no pids pdctl could signal):
     a process counts as running while its job runs; stopping any stops the job. Logs are read from the
-    run dir, which Slurm jobs share with the submitting machine."""
+    run dir, which Slurm jobs share with the submitting machine. With NODE, `run`/`popen` reach that Slurm
+    node through srun (preflight's probes and transfer peers)."""
 
     kind = "slurm"
+
+    def __init__(self, node: str | None = None) -> None:
+        self.node = node
+
+    def _node(self) -> str:
+        if not self.node:
+            raise UserError("running a command through Slurm needs a node name")
+        if shutil.which("srun") is None:
+            raise UserError("the slurm executor needs Slurm's srun on PATH (not found)")
+        return self.node
+
+    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
+        return run_captured(srun_argv(self._node(), argv, env), timeout=timeout)
+
+    def popen(self, argv: list[str], *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        return popen_piped(srun_argv(self._node(), argv, env))
 
     def start(self, proc: ProcessSpec, log: str) -> dict[str, Any]:
         raise CheckFailed("slurm processes are started by their sbatch script, not one by one")

@@ -15,6 +15,7 @@ from typing import Any
 
 from pdctl.errors import CheckFailed
 from pdctl.launch.executors import CommandResult
+from pdctl.launch.executors.local import popen_piped, run_captured
 from pdctl.launch.plan import ProcessSpec
 
 SSH_TIMEOUT_S = 30
@@ -53,10 +54,10 @@ def ssh_argv(host: str, ssh: dict[str, Any], remote_command: str) -> list[str]:
     return argv + ["--", host, "sh -c " + shlex.quote(remote_command)]
 
 
-def _text(data: bytes | str | None) -> str:
-    if data is None:
-        return ""
-    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+def remote_command(argv: list[str], env: dict[str, str] | None = None) -> str:
+    """ARGV (with ENV as `env K=V ...` in front) as one shell-quoted command line for the remote `sh -c`."""
+    prefix = ["env", *(f"{k}={v}" for k, v in (env or {}).items())] if env else []
+    return shlex.join([*prefix, *argv])
 
 
 def start_script(proc: ProcessSpec, log: str) -> str:
@@ -83,17 +84,14 @@ class SSHExecutor:
         self.ssh = ssh
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
-        """Run ARGV on the node to completion (shlex-quoted, run by the remote `sh -c`, with ENV set through
-        `env`), capturing its output; TIMEOUT seconds at most (then returncode None)."""
-        command = shlex.join(["env", *(f"{k}={v}" for k, v in (env or {}).items()), *argv])
-        try:
-            done = subprocess.run(ssh_argv(self.host, self.ssh, command), check=False, capture_output=True,
-                                  text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired as exc:
-            return CommandResult(None, _text(exc.stdout), _text(exc.stderr))
-        return CommandResult(done.returncode, done.stdout, done.stderr)
+        """ARGV run on the node by `sh -c` (every word quoted); ssh's own failure is returncode 255."""
+        return run_captured(ssh_argv(self.host, self.ssh, remote_command(argv, env)), timeout=timeout)
 
-    def _sh(self, script: str, *, timeout: float = SSH_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    def popen(self, argv: list[str], *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        # The remote process reads EOF on stdin when this ssh client ends (its channel closes).
+        return popen_piped(ssh_argv(self.host, self.ssh, remote_command(argv, env)))
+
+    def run_script(self, script: str, *, timeout: float = SSH_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         """Run SCRIPT on the node with sh; returns the completed process (never raises on exit codes)."""
         try:
             return subprocess.run(
@@ -108,7 +106,7 @@ class SSHExecutor:
             return subprocess.CompletedProcess([], 255, "", f"ssh to {self.host} timed out after {timeout}s")
 
     def start(self, proc: ProcessSpec, log: str) -> dict[str, Any]:
-        done = self._sh(start_script(proc, log))
+        done = self.run_script(start_script(proc, log))
         pid = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
         if done.returncode != 0 or not pid.isdigit():
             raise CheckFailed(
@@ -120,7 +118,7 @@ class SSHExecutor:
 
     def exit_code(self, record: dict[str, Any]) -> int | None:
         # The remote shell is gone, so the exact code is not known; "exited" is what matters.
-        done = self._sh(
+        done = self.run_script(
             f"kill -0 {int(record['pid'])} 2>/dev/null && "
             f"! ps -o stat= -p {int(record['pid'])} | grep -q '^Z'"
         )
@@ -129,24 +127,24 @@ class SSHExecutor:
         return None if done.returncode == 0 else -1
 
     def group_alive(self, record: dict[str, Any]) -> bool:
-        done = self._sh(_GROUP_ALIVE.format(pgid=int(record["pgid"])))
+        done = self.run_script(_GROUP_ALIVE.format(pgid=int(record["pgid"])))
         # 1 = no live member; anything else but 0 is an ssh failure: assume alive rather than lose track
         return done.returncode != 1
 
     def signal_group(self, record: dict[str, Any], sig: int) -> None:
-        self._sh(f"kill -{int(sig)} -{int(record['pgid'])} 2>/dev/null; true")
+        self.run_script(f"kill -{int(sig)} -{int(record['pgid'])} 2>/dev/null; true")
 
     def stop(self, record: dict[str, Any], grace_s: float) -> str:
         pgid = int(record["pgid"])
         script = _STOP.format(alive=_GROUP_ALIVE.format(pgid=pgid), pgid=pgid, grace=max(0, round(grace_s)))
-        done = self._sh(script, timeout=SSH_TIMEOUT_S + grace_s + 10)
+        done = self.run_script(script, timeout=SSH_TIMEOUT_S + grace_s + 10)
         outcome = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
         if done.returncode != 0 or outcome not in ("stopped", "killed", "not running", "still running"):
             return f"unknown (ssh exit {done.returncode}: {(done.stderr or done.stdout).strip()[-200:]})"
         return outcome
 
     def read_log(self, record: dict[str, Any], tail: int) -> str:
-        done = self._sh(f"tail -n {int(tail)} {shlex.quote(record['log'])} 2>/dev/null; true")
+        done = self.run_script(f"tail -n {int(tail)} {shlex.quote(record['log'])} 2>/dev/null; true")
         return done.stdout.rstrip("\n")
 
     def follow_log(self, record: dict[str, Any], tail: int) -> Iterator[str]:

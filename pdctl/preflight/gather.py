@@ -1,0 +1,144 @@
+"""Gather facts from every node of a topology: the probe (pdctl.preflight.probe) run with the engine's
+Python through the node's executor, all nodes in parallel, each with its own timeout.
+
+A node that cannot be reached, has no such interpreter, or does not answer in time is a fact too (the
+`reach` check reports it); it never stalls the others.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pdctl.launch.executors import Executor, node_executor
+from pdctl.launch.plan import node_python
+from pdctl.launch.render_sglang import model_path
+from pdctl.preflight import probe
+from pdctl.topology.placement import place, port_bindings
+
+if TYPE_CHECKING:
+    from pdctl.topology import Node, Topology
+
+PROBE_SOURCE = Path(probe.__file__).read_text(encoding="utf-8")
+SSH_FAILURE = 255
+
+
+@dataclass
+class NodeFacts:
+    """What the probe returned for one node, or why it returned nothing."""
+
+    node: str
+    executor: str
+    python: str
+    seconds: float
+    facts: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    error_kind: str | None = None  # unreachable | python | timeout | probe
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def node_roles(topo: Topology) -> dict[str, list[str]]:
+    """Node -> the roles it runs (prefill / decode / colocated / router), in placement order."""
+    out: dict[str, list[str]] = {n.name: [] for n in topo.nodes}
+    for placement in place(topo):
+        for slot in placement.slots:
+            if placement.role not in out[slot.node]:
+                out[slot.node].append(placement.role)
+    out[topo.router_node.name].append("router")
+    return out
+
+
+def engine_python(topo: Topology, node: Node) -> str:
+    """The interpreter the node's servers run with (what launch renders for this engine)."""
+    return node_python(topo, node) if topo.engine.kind == "reference" else topo.engine.python
+
+
+def _looks_like_path(path: str) -> bool:
+    return path.startswith((".", "/", "~")) or Path(path).expanduser().is_dir()
+
+
+def probe_args(topo: Topology, node: Node, roles: list[str], peers: list[str]) -> dict[str, Any]:
+    """What to look at on NODE: its ports, the model (if it runs a server role), peers to resolve and route."""
+    workers = [r for r in roles if r != "router"]
+    args: dict[str, Any] = {
+        "resolve": sorted({node.address, *peers}),
+        "routes": sorted(set(peers) - {node.address}),
+        "ports": [],
+        "gpu": node.gpu != "cpu" or topo.engine.kind == "sglang",
+        "ucx": topo.is_pd and topo.transfer.backend == "nixl" and bool(workers),
+        "disk": [],
+    }
+    for name, port, what in port_bindings(topo):
+        if name == node.name:
+            host = topo.router.host if what == "router" else node.address
+            args["ports"].append([host, port])
+    if workers:
+        path = model_path(topo)
+        if _looks_like_path(path):
+            args["model"] = path
+            args["disk"].append(path)
+        else:
+            args["model_repo"] = path
+            args["revision"] = topo.model.revision
+    return args
+
+
+def peers_of(topo: Topology, roles: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Node -> the advertised addresses it must reach: decode and prefill reach each other (bootstrap, KV
+    transfer, notifications), the router reaches every server."""
+    by_role: dict[str, set[str]] = {}
+    for name, rs in roles.items():
+        for role in rs:
+            by_role.setdefault(role, set()).add(topo.node(name).address)
+    out: dict[str, set[str]] = {name: set() for name in roles}
+    for name, rs in roles.items():
+        if "prefill" in rs:
+            out[name] |= by_role.get("decode", set())
+        if "decode" in rs:
+            out[name] |= by_role.get("prefill", set())
+        if "router" in rs:
+            for role in ("prefill", "decode", "colocated"):
+                out[name] |= by_role.get(role, set())
+    return {name: sorted(addrs) for name, addrs in out.items()}
+
+
+def run_probe(executor: Executor, python: str, args: dict[str, Any], timeout: float) -> tuple[dict, str | None, str | None]:
+    """(facts, error, error_kind) of one probe run."""
+    done = executor.run([python, "-c", PROBE_SOURCE, json.dumps(args)], timeout=timeout)
+    for line in done.stdout.splitlines():
+        if line.startswith(probe.MARKER):
+            return json.loads(line[len(probe.MARKER):]), None, None
+    tail = (done.stderr or done.stdout).strip()[-600:]
+    if done.returncode is None:
+        return {}, f"no answer within {timeout:g}s", "timeout"
+    if executor.kind == "ssh" and done.returncode == SSH_FAILURE:
+        return {}, f"ssh failed: {tail}", "unreachable"
+    if done.returncode == 127 or "No such file" in tail or "not found" in tail:
+        return {}, f"engine python {python!r} not found on the node ({tail})", "python"
+    return {}, f"the probe failed with exit {done.returncode}: {tail}", "probe"
+
+
+def gather(topo: Topology, *, timeout: float = 60.0, slurm: bool = False) -> dict[str, NodeFacts]:
+    """Probe every node in parallel; node -> NodeFacts (in topology order)."""
+    roles = node_roles(topo)
+    peers = peers_of(topo, roles)
+
+    def one(node: Node) -> NodeFacts:
+        executor = node_executor(node, slurm=slurm)
+        python = engine_python(topo, node)
+        started = time.monotonic()
+        facts, error, kind = run_probe(
+            executor, python, probe_args(topo, node, roles[node.name], peers[node.name]), timeout
+        )
+        return NodeFacts(node.name, executor.kind, python, time.monotonic() - started, facts, error, kind)
+
+    with ThreadPoolExecutor(max_workers=min(32, len(topo.nodes))) as pool:
+        results = list(pool.map(one, topo.nodes))
+    return {r.node: r for r in results}

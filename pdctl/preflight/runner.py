@@ -1,0 +1,123 @@
+"""run_preflight(topo): gather facts from every node, run every family of checks, then the cross-node
+transfer test; the PreflightReport is the verdict `pdctl preflight` prints and `pdctl launch` obeys."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pdctl import __version__
+from pdctl.errors import UserError
+from pdctl.launch.render_transfer import use_nvlink
+from pdctl.preflight.checks import FAMILIES
+from pdctl.preflight.checks.gpu import inventory, nvlink_domain
+from pdctl.preflight.context import Context
+from pdctl.preflight.gather import gather, node_roles
+from pdctl.preflight.report import Check, NodeReport, PreflightReport, TransferResult, failed, passed
+from pdctl.preflight.transfer import MIN_SHARE_OF_LINK, node_pairs, run_pair
+
+if TYPE_CHECKING:
+    from pdctl.topology import Topology
+
+Progress = Callable[[str], None]
+DEFAULT_TOKENS = 1024
+
+
+def _spec(topo: Topology) -> tuple[Any, str | None]:
+    from pdctl.models import resolve_model_spec
+
+    try:
+        return resolve_model_spec(topo.model, engine_kind=topo.engine.kind), None
+    except UserError as exc:
+        return None, exc.message
+
+
+def run_preflight(
+    topo: Topology,
+    *,
+    skip_transfer: bool = False,
+    tokens: int = DEFAULT_TOKENS,
+    timeout: float = 60.0,
+    slurm: bool = False,
+    progress: Progress | None = None,
+) -> PreflightReport:
+    """Check every node of TOPO through its executor (ssh / local / srun with SLURM), in parallel with
+    TIMEOUT per node, then (unless SKIP_TRANSFER) move a TOKENS-token request's KV between each prefill and
+    each decode node."""
+    say = progress or (lambda _msg: None)
+    started = time.monotonic()
+    spec, spec_error = _spec(topo)
+    say(f"probing {len(topo.nodes)} node(s)")
+    facts = gather(topo, timeout=timeout, slurm=slurm)
+    ctx = Context(topo, spec, spec_error, facts, node_roles(topo), __version__)
+    by_node: dict[str, list[Check]] = {n.name: [] for n in topo.nodes}
+    for family in FAMILIES:
+        for node, check in family.run(ctx):
+            by_node[node].append(check)
+    shared = nvlink_domain(ctx)
+    nvlink, note = use_nvlink(topo, shared)
+    report = PreflightReport(
+        topology=topo.name,
+        nodes=[NodeReport(n.name, n.host, ctx.roles[n.name], by_node[n.name], _summary(ctx, n.name))
+               for n in topo.nodes],
+        nvlink_domain=shared,
+        notes=[note] if note else [],
+    )
+    if topo.is_pd and not skip_transfer:
+        unreached = [n for n, f in facts.items() if not f.ok]
+        for source, target in node_pairs(topo):
+            if source in unreached or target in unreached:
+                report.notes.append(f"transfer {source} -> {target} not run: a node was not reached")
+                continue
+            say(f"transfer {source} -> {target} ({topo.transfer.backend}, {tokens} tokens)")
+            result = run_pair(ctx, source, target, tokens=tokens, nvlink=nvlink, slurm=slurm)
+            report.transfers.append(result)
+            _node(report, source).checks.extend(transfer_checks(result, topo.node(source).address !=
+                                                                 topo.node(target).address))
+    elif skip_transfer and topo.is_pd:
+        report.notes.append("cross-node transfer test skipped (--skip-transfer)")
+    report.wall_s = time.monotonic() - started
+    return report
+
+
+def _node(report: PreflightReport, name: str) -> NodeReport:
+    return next(n for n in report.nodes if n.node == name)
+
+
+def transfer_checks(result: TransferResult, two_machines: bool) -> list[Check]:
+    """What a transfer result means: verified bytes, bytes that crossed machines, a rate the link explains."""
+    pair = f"{result.source} -> {result.target}"
+    if result.error or not result.verified:
+        return [failed("transfer", f"{pair}: {result.error or 'bytes not verified'}",
+                       fix="run `pdctl bench-transfer` on the nodes and check the backend's logs; --skip-transfer "
+                           "to launch anyway")]
+    out = [passed("transfer", f"{pair}: {result.gbps:.2f} GB/s, {result.us_per_descriptor:.1f} us/descriptor, "
+                  f"{result.bytes / 1e6:.1f} MB verified over {result.transport}", result.gbps)]
+    if two_machines and result.crosses_nodes is False:
+        out.append(failed("transfer.path", f"{pair}: the bytes did not cross the network ({result.transport}): the "
+                          "two nodes look like one machine to the transfer library", found=result.transport,
+                          fix="give the nodes distinct addresses, or steer UCX (UCX_NET_DEVICES / UCX_TLS)"))
+    if result.expected_gbps and result.gbps < MIN_SHARE_OF_LINK * result.expected_gbps:
+        out.append(failed("transfer.rate", f"{pair}: {result.gbps:.2f} GB/s is under "
+                          f"{MIN_SHARE_OF_LINK:.0%} of the link's ~{result.expected_gbps:.0f} GB/s: a silent "
+                          "fallback (e.g. to TCP)?", found=result.gbps, expected=result.expected_gbps,
+                          fix="check the path above; for NVLink: IMEX channels and MC_FORCE_MNNVL; for RDMA: "
+                              "transfer.ib_device and the HCA ports"))
+    return out
+
+
+def _summary(ctx: Context, name: str) -> dict[str, Any]:
+    """The facts a user wants in one row per node."""
+    facts = ctx.facts[name]
+    node = ctx.topo.node(name)
+    out: dict[str, Any] = {"executor": facts.executor, "python": facts.python, "advertise": node.address,
+                           "probe_s": round(facts.seconds, 2)}
+    if not facts.ok:
+        return out
+    out["hostname"] = ctx.fact(name, "hostname")
+    out["packages"] = ctx.fact(name, "packages")
+    inv, _ = inventory(ctx, name)
+    out["gpu"] = "cpu" if node.gpu == "cpu" or inv is None else \
+        f"{len(inv.gpus)} x {inv.gpus[0].name if inv.gpus else '?'} (driver {inv.driver_version})"
+    return out
