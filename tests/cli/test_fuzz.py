@@ -61,6 +61,9 @@ def walk(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[s
 
 
 COMMANDS = walk(cli)
+# Commands whose valid inputs start real processes, transfer backends or servers: e2e (make test-fast skips them).
+STARTS_PROCESSES = {"launch", "bench-transfer", "preflight", "reference serve", "reference init-checkpoint",
+                    "bench serve", "parity"}
 
 
 def test_the_click_tree_has_every_documented_command() -> None:
@@ -175,7 +178,11 @@ def worker() -> Iterator[Worker]:
     w.close()
 
 
-@pytest.mark.parametrize("path,cmd", COMMANDS, ids=[" ".join(p) for p, _ in COMMANDS])
+@pytest.mark.parametrize(
+    "path,cmd",
+    [pytest.param(p, c, id=" ".join(p), marks=[pytest.mark.e2e] if " ".join(p) in STARTS_PROCESSES else [])
+     for p, c in COMMANDS],
+)
 def test_fuzzed_arguments_end_in_0_1_or_2_without_a_traceback(
     path, cmd, pool: FuzzPool, worker: Worker, tmp_path: Path
 ) -> None:

@@ -60,6 +60,7 @@ def build_pool(root: Path) -> FuzzPool:
 
     # topologies
     pd = _topology("fuzz-pd", "local-cpu.yaml", model={"path": str(root / "no-such-ckpt"), "preset": "reference-tiny"})
+    pd["server"]["context_length"] = 64  # keeps commands that really run (bench-transfer) to small requests
     add("pd.yaml", yaml.safe_dump(pd), "topology")
     colocated = _topology("fuzz-colo", "local-cpu-reference.yaml",
                           model={"path": str(root / "no-such-ckpt"), "preset": "reference-tiny"})
@@ -81,7 +82,7 @@ def build_pool(root: Path) -> FuzzPool:
     pool.add("topology", root / "a-dir.yaml")
     pool.add("topology", root / "missing.yaml")
     # JSONL data and prompt files
-    questions = (DATA / "gsm8k_test_50.jsonl").read_text().splitlines()[:3]
+    questions = (DATA / "gsm8k_test_50.jsonl").read_text().splitlines()[:12]
     add("gsm8k.jsonl", "\n".join(questions) + "\n", "jsonl")
     add("broken.jsonl", '{"question": "x", "answer": "#### 1"}\n{not json\n', "jsonl")
     add("wrong-shape.jsonl", '["a list"]\n{"no": "question"}\n', "jsonl")

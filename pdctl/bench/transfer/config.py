@@ -47,6 +47,9 @@ def config_from_topology(topo: Any, *, backend: str | None, tokens: int, repeats
     spec = resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
     if spec.mla:
         raise UserError(f"{topo.name}: bench-transfer covers MHA/GQA KV (head slices); {spec.name} uses MLA")
+    limits = [r.context_length for r in (pre, dec) if r.context_length]
+    if limits and tokens > min(limits):  # no request that long can reach the prefill of this deployment
+        raise UserError(f"--tokens {tokens} exceeds the topology's context_length {min(limits)}")
     hybrid = spec.hybrid_swa and bool(pre.hybrid_swa_memory and dec.hybrid_swa_memory)
     dtype = str(pre.kv_cache_dtype or "auto")
     # The reference engine caches float32; SGLang's "auto" is the checkpoint's bf16.

@@ -58,6 +58,11 @@ def test_bench_transfer_bad_input_exits_2(tmp_path):
     res = _run(str(REPO / "configs" / "local-cpu-reference.yaml"))
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert "colocated" in res.stderr, res.stderr
+    # a request longer than the deployment's context length cannot exist
+    short = tmp_path / "short.yaml"
+    short.write_text(CONFIG.read_text().replace("  hybrid_swa_memory: true", "  hybrid_swa_memory: true\n  context_length: 128"))
+    res = _run(str(short), "--tokens", "256")
+    assert res.returncode == 2 and "exceeds the topology's context_length 128" in res.stderr, res.stderr
     # a request whose KV cannot fit in memory is refused before anything is allocated (not the OOM killer)
     res = _run(str(CONFIG), "--tokens", "1000000000")
     assert res.returncode == 2 and "GiB are available" in " ".join(res.stderr.split()), res.stderr
