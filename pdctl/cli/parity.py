@@ -20,6 +20,36 @@ def _fmt(value: float | None) -> str:
     return "inf" if not math.isfinite(value) else f"{value:.4g}"
 
 
+class LiveProgress:
+    """Parity's live progress (as `eval gsm8k` shows its own): one rich bar per phase — cold, warm, control
+    warm, concurrent, ... — with prompts done/total and the passes and failures so far. On a console that is
+    not a terminal (CI logs, pipes) rich cannot redraw, so a plain line is printed per prompt instead."""
+
+    def __init__(self, out) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.out = out
+        self.live = out.is_terminal
+        self.progress = Progress(TextColumn("{task.description:<20}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), console=out,
+                                 transient=False, disable=not self.live)
+        self.tasks: dict[str, int] = {}
+
+    def __call__(self, update) -> None:
+        if update.phase == "setup":  # before any prompt is sent: say what is happening
+            self.out.print(f"parity: {update.detail}", highlight=False, markup=False)
+            return
+        stats = f"pass {update.passed} fail {update.failed}  {update.detail}"
+        if not self.live:
+            self.out.print(f"parity {update.phase}: {update.done}/{update.total}  {stats}", highlight=False,
+                           markup=False)
+            return
+        task = self.tasks.get(update.phase)
+        if task is None:
+            task = self.tasks[update.phase] = self.progress.add_task(update.phase, total=update.total, stats="")
+        self.progress.update(task, completed=update.done, total=update.total, stats=stats)
+
+
 def _render(result, out) -> None:
     from rich.table import Table
 
@@ -55,7 +85,8 @@ def _render(result, out) -> None:
                           f"min {min(cached, default=0)} / max {max(cached, default=0)}", "[green]pass[/]")
         out.print(table)
         for comp in shown:
-            out.print(f"  {comp.prompt_name} [{comp.label}]: {comp.reason}", highlight=False, markup=False)
+            why = f" — unexplained: {comp.unexplained_because}" if comp.unexplained_because else ""
+            out.print(f"  {comp.prompt_name} [{comp.label}]: {comp.reason}{why}", highlight=False, markup=False)
     verdict = "[bold green]PARITY OK[/]" if result.ok else "[bold red]PARITY FAILED[/]"
     out.print(verdict)
 
@@ -116,8 +147,9 @@ def parity(candidate_url, run_dir, reference_url, reference_topology, decode_url
         seed=seed, launch_timeout=launch_timeout,
     )
     out = err_console if json_path == "-" else console
-    with err_console.status("parity: starting") as status:
-        result = run_request(req, progress=lambda msg: status.update(f"parity: {msg}"))
+    progress = LiveProgress(out)
+    with progress.progress:
+        result = run_request(req, progress=progress)
     _render(result, out)
     if report_path:
         from pdctl.parity.report import write_report

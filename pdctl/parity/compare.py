@@ -36,6 +36,7 @@ class Comparison:
     passed: bool = True
     reason: str = ""
     explained_by: str | None = None  # "prefill_differs" | "control" for failures that are not the transfer's
+    unexplained_because: str | None = None  # why a failure is not explained (set by ModeResult.explain)
 
     def failure_doc(self) -> dict[str, Any]:
         """The failure entry of the --json document (CLI.md keys first, then the extras)."""

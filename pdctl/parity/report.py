@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 
 from pdctl.errors import UserError
+from pdctl.parity.compare import Comparison
 from pdctl.parity.results import ModeResult, ParityResult
 
 
@@ -66,6 +67,11 @@ def _plot_mode(ax, mode: ModeResult, result: ParityResult) -> None:
     ax.legend(fontsize=7, loc="upper left")
 
 
+def _why(comp: Comparison) -> str:
+    """The failure's reason, and why nothing explains it (when that is known)."""
+    return comp.reason + (f" (unexplained: {comp.unexplained_because})" if comp.unexplained_because else "")
+
+
 def _fmt(value: float | None) -> str:
     if value is None:
         return "—"
@@ -83,7 +89,7 @@ def _mode_table(mode: ModeResult) -> str:
                 p=comp.prompt, name=html.escape(comp.prompt_name), label=html.escape(comp.label),
                 tok=comp.prompt_tokens, fm="—" if comp.first_mismatch is None else comp.first_mismatch,
                 d=_fmt(comp.max_abs_delta), pd=html.escape(f"{comp.prefill_differs} ({_fmt(comp.prefill_max_abs_delta)})"),
-                ct=comp.cached_tokens, st=status, why=html.escape(comp.reason),
+                ct=comp.cached_tokens, st=status, why=html.escape(_why(comp)),
             )
         )
     control = ""

@@ -5,11 +5,17 @@ time: nothing but the deployment can explain a difference). A warm or concurrent
 when it is not explained — neither by `prefill_differs` (the prompt's logits differed before any KV
 transfer: batching or prefix reuse in prefill) nor by the control noise floor (the reference differs from
 itself as much under the same conditions: colocated servers are not bit-stable under batching either).
+
+`prefill_differs` explains a failure only when a cold comparison of the same prompt PASSED in the same run
+(issue 12): that pass is what shows the deployment's prefill computes this prompt right, so that a later
+difference in its logits comes from batching or prefix reuse. Without it (`--warm` alone, or cold failed) a
+prefill running wrong weights would "explain" its own failures; such a failure stays unexplained and says so.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,15 +55,21 @@ class ModeResult:
     def control_token_mismatch(self) -> bool:
         return bool(self.control) and any(not c.tokens_match for c in self.control)
 
-    def explain(self) -> None:
-        """Mark each failure of a warm/concurrent mode with what explains it (if anything does)."""
+    def explain(self, vouched: Collection[int] = ()) -> None:
+        """Mark each failure of a warm/concurrent mode with what explains it (if anything does).
+
+        VOUCHED: indexes of the prompts whose cold comparison passed in this run; only those may be
+        explained by `prefill_differs`.
+        """
         for comp in self.comparisons:
             comp.explained_by = None
+            comp.unexplained_because = None
             if comp.passed or self.name == "cold":
                 continue
             if comp.expect_cached and comp.cached_tokens <= 0:
+                comp.unexplained_because = "no prefix reuse where a cached prefix was expected"
                 continue  # a missing prefix reuse is the deployment's, whatever the logits say
-            if comp.prefill_differs:
+            if comp.prefill_differs and comp.prompt in vouched:
                 comp.explained_by = "prefill_differs"
             elif (
                 self.control_failed
@@ -66,6 +78,13 @@ class ModeResult:
                 and (comp.tokens_match or self.control_token_mismatch)
             ):
                 comp.explained_by = "control"
+            elif comp.prefill_differs:
+                comp.unexplained_because = (
+                    "prefill logits differ, but no cold comparison of this prompt passed in this run to vouch "
+                    "for the deployment's prefill (run --cold with --warm/--concurrent)"
+                )
+            else:
+                comp.unexplained_because = "beyond the control noise floor with prefill logits in agreement"
 
     @property
     def failures(self) -> list[Comparison]:

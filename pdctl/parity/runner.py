@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,21 @@ from pdctl.parity.endpoints import Target
 from pdctl.parity.prompts import Prompt, shared_prefix_variant
 from pdctl.parity.results import ModeResult, ParityResult
 
-Progress = Callable[[str], None]
+
+@dataclass(frozen=True)
+class ProgressUpdate:
+    """Where a run is: a phase (cold, warm, control warm, concurrent, ...), prompts done of total, and the
+    comparisons passed/failed so far in that phase; `detail` names the prompt just sent."""
+
+    phase: str
+    done: int
+    total: int
+    passed: int = 0
+    failed: int = 0
+    detail: str = ""
+
+
+Progress = Callable[[ProgressUpdate], None]
 
 
 @dataclass(frozen=True)
@@ -116,60 +130,79 @@ class ParityRun:
 
     def collect_reference(self, cold_candidate: ModeResult | None) -> None:
         """Reference answers with empty caches; when CANDIDATE is given, the cold mode runs interleaved."""
+        phase = "cold" if cold_candidate is not None else "reference"
+        n = len(self.prompts)
         for i, prompt in enumerate(self.prompts):
-            self.progress(f"cold {i + 1}/{len(self.prompts)}: {prompt.name}")
             ref = self._reference_cold(i, prompt)
             self.ref_cold.append(ref)
             if cold_candidate is not None:
                 _flush(self.candidate.cold_flush_urls)
                 answer = _try_send(self.candidate, prompt, self.opts)
                 cold_candidate.comparisons.append(_judge(answer, ref, index=i, prompt=prompt, label="cold", opts=self.opts))
+            self._report(phase, i + 1, n, cold_candidate.comparisons if cold_candidate else [], prompt.name)
+
+    def _report(self, phase: str, done: int, total: int, comparisons: list[Comparison], detail: str) -> None:
+        passed = sum(c.passed for c in comparisons)
+        self.progress(ProgressUpdate(phase, done, total, passed, len(comparisons) - passed, detail))
 
     def collect_variants(self) -> None:
         """Shared-prefix variants of each prompt and the reference's cold answers to them."""
+        n = len(self.prompts)
         for i, prompt in enumerate(self.prompts):
             variant = shared_prefix_variant(prompt, page_size=self.opts.page_size, vocab_size=self.opts.vocab_size)
             self.variants.append(variant)
             self.ref_variants.append(self._reference_cold(i, variant) if variant is not None else None)
+            self._report("reference variants", i + 1, n, [], variant.name if variant else prompt.name)
 
     # -- warm ------------------------------------------------------------------------------------------
     def _warm_on(self, target: Target, *, label: str, enforce_cache: bool) -> list[Comparison]:
         out: list[Comparison] = []
+        n = len(self.prompts)
         for i, prompt in enumerate(self.prompts):
-            self.progress(f"{label} {i + 1}/{len(self.prompts)}: {prompt.name}")
-            ref = self.ref_cold[i]
-            _flush(target.cold_flush_urls)
-            prime = _try_send(target, prompt, self.opts)
-            if isinstance(prime, str):
-                out.append(_errored(i, prompt, label, ref, prime))
-                continue
-            # the variant shares the prompt's full pages (text: its whole text), if the prompt has any
-            expect_cached = enforce_cache and _reusable(prompt, ref, self.opts)
-            _flush(target.flush_decode)
-            again = _try_send(target, prompt, self.opts, start=_warm_start(prompt, ref))
-            out.append(_judge(again, ref, index=i, prompt=prompt, label=label, opts=self.opts,
-                              expect_cached=expect_cached))
-            variant, ref_variant = self.variants[i], self.ref_variants[i]
-            if variant is None or ref_variant is None:
-                continue
-            _flush(target.flush_decode)
-            answer = _try_send(target, variant, self.opts, start=_warm_start(variant, ref_variant))
-            out.append(_judge(answer, ref_variant, index=i, prompt=variant, label=f"{label}:prefix", opts=self.opts,
-                              expect_cached=expect_cached))
+            self._warm_one(target, i, prompt, label, enforce_cache, out)
+            self._report(label, i + 1, n, out, prompt.name)
         return out
+
+    def _warm_one(
+        self, target: Target, i: int, prompt: Prompt, label: str, enforce_cache: bool, out: list[Comparison]
+    ) -> None:
+        """Prime, resend, and send the shared-prefix variant of prompt I; comparisons go to OUT."""
+        ref = self.ref_cold[i]
+        _flush(target.cold_flush_urls)
+        prime = _try_send(target, prompt, self.opts)
+        if isinstance(prime, str):
+            out.append(_errored(i, prompt, label, ref, prime))
+            return
+        # the variant shares the prompt's full pages (text: its whole text), if the prompt has any
+        expect_cached = enforce_cache and _reusable(prompt, ref, self.opts)
+        _flush(target.flush_decode)
+        again = _try_send(target, prompt, self.opts, start=_warm_start(prompt, ref))
+        out.append(_judge(again, ref, index=i, prompt=prompt, label=label, opts=self.opts,
+                          expect_cached=expect_cached))
+        variant, ref_variant = self.variants[i], self.ref_variants[i]
+        if variant is None or ref_variant is None:
+            return
+        _flush(target.flush_decode)
+        answer = _try_send(target, variant, self.opts, start=_warm_start(variant, ref_variant))
+        out.append(_judge(answer, ref_variant, index=i, prompt=variant, label=f"{label}:prefix", opts=self.opts,
+                          expect_cached=expect_cached))
 
     # -- concurrent ------------------------------------------------------------------------------------
     def _concurrent_on(self, target: Target, *, label: str) -> list[Comparison]:
-        self.progress(f"{label}: {len(self.prompts)} prompts x {self.opts.copies} copies at once")
         _flush(target.cold_flush_urls)
         jobs = [(copy, i, p) for copy in range(self.opts.copies) for i, p in enumerate(self.prompts)]
         workers = max(1, min(self.opts.max_workers, len(jobs)))
+        judged: dict[int, Comparison] = {}
+        self._report(label, 0, len(jobs), [], f"{len(self.prompts)} prompts x {self.opts.copies} copies at once")
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            answers = list(pool.map(lambda job: _try_send(target, job[2], self.opts), jobs))
-        return [
-            _judge(answer, self.ref_cold[i], index=i, prompt=p, label=f"{label}#{copy}", opts=self.opts)
-            for (copy, i, p), answer in zip(jobs, answers)
-        ]
+            futures = {pool.submit(_try_send, target, p, self.opts): n for n, (_, _, p) in enumerate(jobs)}
+            for future in as_completed(futures):  # judged as answers arrive, so progress is live
+                n = futures[future]
+                copy, i, p = jobs[n]
+                judged[n] = _judge(future.result(), self.ref_cold[i], index=i, prompt=p, label=f"{label}#{copy}",
+                                   opts=self.opts)
+                self._report(label, len(judged), len(jobs), list(judged.values()), p.name)
+        return [judged[n] for n in range(len(jobs))]
 
     # -- all of it -------------------------------------------------------------------------------------
     def run(self) -> dict[str, ModeResult]:
@@ -190,8 +223,9 @@ class ParityRun:
             if self.opts.control:
                 conc.control = self._concurrent_on(self.reference, label="control concurrent")
             modes["concurrent"] = conc
+        vouched = {c.prompt for c in cold.comparisons if c.passed} if cold is not None else set()
         for mode in modes.values():
-            mode.explain()
+            mode.explain(vouched)
         return modes
 
 

@@ -25,7 +25,7 @@ from pdctl.parity.endpoints import (
 )
 from pdctl.parity.prompts import Prompt, SuiteFacts, default_suite, facts_from_info, load_prompts_file
 from pdctl.parity.results import ParityResult
-from pdctl.parity.runner import ParityOptions, Progress, run_parity
+from pdctl.parity.runner import ParityOptions, Progress, ProgressUpdate, run_parity
 
 
 @dataclass
@@ -76,16 +76,20 @@ def candidate_target(req: ParityRequest) -> Target:
     """
     if req.candidate_url is not None:
         client.check_reachable(req.candidate_url, "candidate")  # before asking it for its workers
-        decode, prefill = req.decode_urls, req.prefill_urls
-        if not decode and not prefill:
-            # A PD router lists its workers (GET /workers): then warm can flush decode only, like --run-dir.
-            found_prefill, found_decode = discover_workers(client.get_json(req.candidate_url, "/workers"))
-            if found_prefill and found_decode:
-                prefill, decode = tuple(found_prefill), tuple(found_decode)
-        return target_from_url(req.candidate_url, decode_urls=decode, prefill_urls=prefill)
+        return _url_target(req.candidate_url, req.decode_urls, req.prefill_urls)
     target = target_from_run_dir(req.run_dir)
     client.check_reachable(target.url, "candidate")
     return target
+
+
+def _url_target(url: str, decode: tuple[str, ...], prefill: tuple[str, ...]) -> Target:
+    """A server URL with the workers behind it: those named, else those a PD router lists (GET /workers), so
+    that warm flushes only decode and server facts come from a prefill, as with --run-dir."""
+    if not decode and not prefill:
+        found_prefill, found_decode = discover_workers(client.get_json(url, "/workers"))
+        if found_prefill and found_decode:
+            prefill, decode = tuple(found_prefill), tuple(found_decode)
+    return target_from_url(url, decode_urls=decode, prefill_urls=prefill)
 
 
 @contextlib.contextmanager
@@ -93,7 +97,7 @@ def reference_target(req: ParityRequest) -> Iterator[Target]:
     """The reference: a URL (UserError when it does not answer), or a topology launched for the block."""
     if req.reference_url is not None:
         client.check_reachable(req.reference_url, "reference")
-        yield target_from_url(req.reference_url)
+        yield _url_target(req.reference_url, (), ())  # a PD reference (full-cache control) is a router too
         return
     assert req.reference_topology is not None
     if not Path(req.reference_topology).is_file():
@@ -166,8 +170,13 @@ def build_prompts(req: ParityRequest, facts: SuiteFacts) -> list[Prompt]:
 def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityResult:
     """Do the whole run the user asked for; the reference topology (if any) is torn down before returning."""
     req.validate()
+    say = progress or (lambda _update: None)
+    say(ProgressUpdate("setup", 0, 0, detail="checking the candidate"))
     candidate = candidate_target(req)
+    what = "launching the reference topology" if req.reference_topology else "checking the reference"
+    say(ProgressUpdate("setup", 0, 0, detail=what))
     with reference_target(req) as reference:
+        say(ProgressUpdate("setup", 0, 0, detail="reading server facts"))
         facts = gather_facts(candidate, reference, req)
         prompts = build_prompts(req, facts)
         opts = ParityOptions(

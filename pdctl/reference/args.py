@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 
 from pdctl.reference.config import KV_LAYOUTS as LAYOUTS
 
+NUMERICS = ("exact", "gpu-like")  # pdctl.reference.numerics implements them (it imports torch; this must not)
+DEFAULT_CHUNKED_PREFILL_SIZE = 4096
+
 KV_DTYPES = ("auto", "float32", "bfloat16", "float16", "fp8_e4m3", "fp8_e5m2", "mxfp8")
 
 
@@ -33,7 +36,9 @@ class ServerArgs:
     random_seed: int = 0
     transfer_timeout: float = 30.0
     unsafe_skip_handshake_checks: bool = False
-    chunked_prefill_size: int = 4096
+    chunked_prefill_size: int | None = None
+    schedule_conservativeness: float = 1.0
+    numerics: str = "exact"
     num_threads: int = 1
     served_model_name: str | None = None
     log_level: str = "info"
@@ -64,7 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
     a("--random-seed", type=int, default=0)
     a("--transfer-timeout", type=float, default=30.0, help="seconds before a PD transfer is given up")
     a("--unsafe-skip-handshake-checks", action="store_true")
-    a("--chunked-prefill-size", type=int, default=4096, help="prefill tokens per engine step")
+    a("--chunked-prefill-size", type=int, default=None,
+      help=f"max prefill tokens per engine step; longer prompts run in page-aligned chunks interleaved with decode "
+           f"steps (SGLang's meaning; default {DEFAULT_CHUNKED_PREFILL_SIZE}, SGLang's fallback; -1 disables chunking)")
+    a("--schedule-conservativeness", type=float, default=1.0,
+      help="scales the share of max_new_tokens reserved at admission (SGLang's flag); running out of KV pages "
+           "during decode retracts requests and re-queues them")
+    a("--numerics", default="exact", choices=list(NUMERICS),
+      help="exact: float32, batch/TP/chunk-invariant; gpu-like: bf16 storage and shape-dependent reduction "
+           "order, seeded by --random-seed (docs/reference-engine.md)")
     a("--num-threads", type=int, default=1,
       help="torch CPU threads (fixed, not from the environment: results must not depend on the host)")
     a("--served-model-name", default=None)
@@ -93,6 +106,14 @@ def parse_args(argv: list[str] | None = None) -> ServerArgs:
         problems.append("--tp must be >= 1")
     if args.context_length is not None and args.context_length < 2:
         problems.append("--context-length must be >= 2")
+    if args.chunked_prefill_size is None:
+        args.chunked_prefill_size = DEFAULT_CHUNKED_PREFILL_SIZE
+    if args.chunked_prefill_size == 0 or args.chunked_prefill_size < -1:
+        problems.append("--chunked-prefill-size must be positive, or -1 to disable chunked prefill")
+    elif 0 < args.chunked_prefill_size < args.page_size:
+        problems.append("--chunked-prefill-size must be at least one page (--page-size)")
+    if not args.schedule_conservativeness > 0:
+        problems.append("--schedule-conservativeness must be > 0")
     if problems:
         build_parser().error("; ".join(problems))
     return args

@@ -15,6 +15,7 @@ from pdctl.reference.checkpoint import load_weights
 from pdctl.reference.config import ModelConfig
 from pdctl.reference.kvcache import KVCache
 from pdctl.reference.model import head_shard, validate_tp
+from pdctl.reference.numerics import make_numerics
 from pdctl.reference.ranks import TPModel
 from pdctl.reference.roles import make_role
 from pdctl.reference.roles.base import PDSettings, Role, RoleContext
@@ -67,7 +68,7 @@ def build_engine(args: ServerArgs) -> Engine:
         hybrid_swa=not args.disable_hybrid_swa_memory,
         layout=args.kv_layout,
     )
-    model = TPModel(cfg, tensors, args.tp, kv)
+    model = TPModel(cfg, tensors, args.tp, kv, make_numerics(args.numerics, args.random_seed))
     settings = PDSettings(
         host=args.host,
         transfer_backend=args.disaggregation_transfer_backend,
@@ -87,6 +88,8 @@ def build_engine(args: ServerArgs) -> Engine:
         radix = args.disaggregation_decode_enable_radix_cache
     scheduler = Scheduler(
         model, kv, role, radix_cache=radix, random_seed=args.random_seed,
-        prefill_token_budget=max(args.chunked_prefill_size, 1),
+        chunked_prefill_size=args.chunked_prefill_size or -1,
+        schedule_conservativeness=args.schedule_conservativeness,
     )
+    ctx.live_rooms = scheduler.live_rooms  # the role's liveness answers say which rooms this server holds
     return Engine(args, cfg, model, kv, role, scheduler, context)

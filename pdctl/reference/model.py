@@ -150,11 +150,6 @@ def shard_layers(cfg: ModelConfig, tensors: dict[str, torch.Tensor], shard: Head
     return out
 
 
-def mlp_partial(layer: LayerShard, x: torch.Tensor) -> torch.Tensor:
-    """This rank's chunk partials of the SwiGLU MLP output `[chunks, n, hidden]` (summed by reduce_chunks)."""
-    return chunked_linear(torch.nn.functional.silu(linear(x, layer.gate)) * linear(x, layer.up), layer.down)
-
-
 def attend(
     q: torch.Tensor,
     k: torch.Tensor,

@@ -7,6 +7,7 @@ allocators' own lock is the only locking needed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from pdctl.reference.kvcache import KVCache, KVCacheOOM, PageAllocator, SeqPages
@@ -68,21 +69,52 @@ class PageBook:
                 self.kv.swa_alloc.release([seq.swa[i]])
                 seq.swa[i] = -1
 
-    def final_pages(self, req: GenRequest, prefill_role: bool) -> int:
-        """Full-pool pages REQ will hold at most (prefill servers hand requests off after the prompt)."""
-        tokens = req.prompt_len if prefill_role else req.prompt_len + req.sampling.max_new_tokens
-        return pages_for(tokens, self.ps)
+    def final_pages(self, req: GenRequest, prefill_role: bool, ratio: float = 1.0) -> int:
+        """Full-pool pages REQ is expected to hold: prefill servers hand requests off after the prompt; others
+        count RATIO (SGLang's new_token_ratio) of the output tokens still to come."""
+        if prefill_role:
+            return pages_for(req.prompt_len, self.ps)
+        done = len(req.output_ids)
+        left = max(0, req.sampling.max_new_tokens - done)
+        return pages_for(req.prompt_len + done + math.ceil(ratio * left), self.ps)
 
-    def fits(self, req: GenRequest, matched_pages: int, admitted: Sequence[GenRequest], prefill_role: bool) -> bool:
-        """Admission control: REQ's pages to the end fit beside what ADMITTED requests may still grow into,
-        so running requests do not run out of pages mid-decode."""
+    def fits(
+        self, req: GenRequest, matched_pages: int, admitted: Sequence[GenRequest], prefill_role: bool,
+        ratio: float = 1.0,
+    ) -> bool:
+        """Admission control, SGLang's way: REQ's expected pages fit beside what ADMITTED requests are expected
+        to grow into (RATIO of their remaining max_new_tokens). The estimate is optimistic: when running
+        requests outgrow it the scheduler retracts some (decode_fits)."""
         reserved = sum(
-            max(0, self.final_pages(r, prefill_role) - len(r.seq.full)) for r in admitted if r.seq is not None
+            max(0, self.final_pages(r, prefill_role, ratio) - len(r.seq.full)) for r in admitted if r.seq is not None
         )
-        if self.kv.full_alloc.free_pages - reserved < self.final_pages(req, prefill_role) - matched_pages:
+        if self.kv.full_alloc.free_pages - reserved < self.final_pages(req, prefill_role, ratio) - matched_pages:
             return False
         if self.kv.swa_alloc is not None:
             swa_need = pages_for(req.prompt_len, self.ps) - matched_pages + 1
             if self.kv.swa_alloc.free_pages - len(admitted) < swa_need:
                 return False
         return True
+
+    def decode_need(self, reqs: Sequence[GenRequest]) -> tuple[int, int]:
+        """(full, SWA) pages the next decode step of REQS allocates (a request crossing into a new page)."""
+        full = swa = 0
+        for r in reqs:
+            if r.seq is None:
+                continue
+            need = pages_for(r.seq_len + 1, self.ps)
+            full += need > len(r.seq.full)
+            swa += self.kv.swa_alloc is not None and need > len(r.seq.swa)
+        return full, swa
+
+    def decode_fits(self, reqs: Sequence[GenRequest]) -> bool:
+        """Whether the next decode step of REQS finds its pages (evicting the prefix cache if that helps)."""
+        full, swa = self.decode_need(reqs)
+
+        def ok() -> bool:
+            swa_free = self.kv.swa_alloc.free_pages if self.kv.swa_alloc is not None else 0
+            return self.kv.full_alloc.free_pages >= full and swa_free >= swa
+
+        if ok():
+            return True
+        return self.cache is not None and self.cache.evict() > 0 and ok()

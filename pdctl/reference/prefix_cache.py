@@ -64,8 +64,10 @@ class PrefixCache:
             n.last_used = self._clock
         if m == 0:
             return PrefixMatch(0, [], [])
-        first = self._swa_first(m)
-        swa = [path[i].swa if i >= first else -1 for i in range(m)] if self.window is not None else []
+        swa: list[int] = []
+        if self.window is not None:  # hybrid SWA memory: only the window's SWA pages are needed
+            first = self._swa_first(m)
+            swa = [path[i].swa if i >= first else -1 for i in range(m)]
         return PrefixMatch(m, [n.full for n in path[:m]], swa)
 
     def _swa_first(self, m: int) -> int:

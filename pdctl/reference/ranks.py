@@ -8,7 +8,9 @@ in global chunk order (see pdctl.reference.model: every TP size computes exactly
 Attention runs in query chunks aligned to absolute page boundaries, each over a canonical key range (full
 layers: from position 0; sliding layers: from the page holding position `chunk_start - window`). A chunk's
 arithmetic therefore depends only on the sequence, never on how much of it was prefix-cached or on what
-else is in the batch: warm == cold and batched == sequential, bit for bit.
+else is in the batch: warm == cold and batched == sequential, bit for bit — with the default `exact`
+numerics. `--numerics gpu-like` (pdctl.reference.numerics) rounds and orders the same operations the way
+bf16 GPU kernels do, so that results then depend on batch, chunking and TP, reproducibly.
 """
 
 from __future__ import annotations
@@ -20,18 +22,15 @@ import torch
 from pdctl.reference.config import ModelConfig
 from pdctl.reference.kvcache import KVCache, KVPool, SeqPages
 from pdctl.reference.model import (
+    LayerShard,
     apply_rope,
-    attend,
-    chunked_linear,
     head_shard,
-    linear,
-    mlp_partial,
-    reduce_chunks,
     rms_norm,
     rope_tables,
     shard_layers,
     validate_tp,
 )
+from pdctl.reference.numerics import ExactNumerics, Numerics
 
 
 @dataclass
@@ -52,8 +51,12 @@ class Segment:
 class TPModel:
     """The model split over `tp` ranks, with the KV cache those ranks write and read."""
 
-    def __init__(self, cfg: ModelConfig, tensors: dict[str, torch.Tensor], tp: int, kv: KVCache) -> None:
+    def __init__(
+        self, cfg: ModelConfig, tensors: dict[str, torch.Tensor], tp: int, kv: KVCache, numerics: Numerics | None = None
+    ) -> None:
         validate_tp(cfg, tp)
+        self.num = numerics or ExactNumerics()
+        tensors = {name: self.num.weight(t) for name, t in tensors.items()}
         self.cfg = cfg
         self.tp = tp
         self.kv = kv
@@ -68,8 +71,9 @@ class TPModel:
     @torch.inference_mode()
     def forward(self, segments: list[Segment]) -> list[torch.Tensor]:
         """Run SEGMENTS through the model (pages must already be allocated); logits rows per segment."""
-        cfg = self.cfg
+        cfg, num = self.cfg, self.num
         tokens = [t for s in segments for t in s.tokens]
+        num.begin_step(len(tokens))
         pos = torch.tensor([p for s in segments for p in range(s.start, s.end)], dtype=torch.long)
         x = self.embed[torch.tensor(tokens, dtype=torch.long)]
         cos, sin = self.cos[pos], self.sin[pos]
@@ -77,20 +81,26 @@ class TPModel:
         for li in range(cfg.num_hidden_layers):
             kind = "swa" if self.kv.is_swa_layer(li) else "full"
             window = cfg.sliding_window if cfg.is_sliding(li) else None
-            h = rms_norm(x, self.layers[0][li].input_norm, cfg.rms_norm_eps)
+            h = num.act(rms_norm(x, self.layers[0][li].input_norm, cfg.rms_norm_eps))
             partials = [
                 self._attn_rank(r, li, h, cos, sin, segments, slots[kind], kind, window) for r in range(self.tp)
             ]
-            x = x + reduce_chunks(partials)
-            h = rms_norm(x, self.layers[0][li].post_norm, cfg.rms_norm_eps)
-            x = x + reduce_chunks([mlp_partial(self.layers[r][li], h) for r in range(self.tp)])
+            x = num.act(x + num.all_reduce(partials))
+            h = num.act(rms_norm(x, self.layers[0][li].post_norm, cfg.rms_norm_eps))
+            x = num.act(x + num.all_reduce([self._mlp_rank(self.layers[r][li], h) for r in range(self.tp)]))
         rows, offset = [], 0
         for s in segments:
             rows.append(torch.arange(offset + s.logits_from, offset + len(s.tokens)))
             offset += len(s.tokens)
         sel = torch.cat(rows)
-        logits = linear(rms_norm(x[sel], self.final_norm, cfg.rms_norm_eps), self.lm_head)
+        logits = num.logits(num.act(rms_norm(x[sel], self.final_norm, cfg.rms_norm_eps)), self.lm_head)
         return list(torch.split(logits, [len(r) for r in rows]))
+
+    def _mlp_rank(self, layer: LayerShard, h: torch.Tensor) -> torch.Tensor:
+        """This rank's partials of the SwiGLU MLP output (summed by the all-reduce)."""
+        num = self.num
+        inner = num.act(torch.nn.functional.silu(num.linear(h, layer.gate)) * num.linear(h, layer.up))
+        return num.row_parallel(inner, layer.down)
 
     def _slots(self, segments: list[Segment], kind: str) -> tuple[torch.Tensor, torch.Tensor]:
         ps = self.page_size
@@ -117,11 +127,11 @@ class TPModel:
         kind: str,
         window: int | None,
     ) -> torch.Tensor:
-        layer, shard = self.layers[rank][li], self.shards[rank]
+        layer, shard, num = self.layers[rank][li], self.shards[rank], self.num
         d, n = self.cfg.head_dim, h.shape[0]
-        q = apply_rope(linear(h, layer.q).view(n, shard.q_heads, d), cos, sin)
-        k = apply_rope(linear(h, layer.k).view(n, shard.kv_heads, d), cos, sin)
-        v = linear(h, layer.v).view(n, shard.kv_heads, d)
+        q = num.act(apply_rope(num.linear(h, layer.q).view(n, shard.q_heads, d), cos, sin))
+        k = num.act(apply_rope(num.linear(h, layer.k).view(n, shard.kv_heads, d), cos, sin))
+        v = num.linear(h, layer.v).view(n, shard.kv_heads, d)
         pool = self.kv.ranks[rank].pool_for(li)
         pool.write(li, slots[0], slots[1], k, v)
         qt = q.transpose(0, 1)  # [heads, n, d]
@@ -131,7 +141,7 @@ class TPModel:
         for s in segments:
             self._attend_segment(pool, li, s, kind, window, group, qt, out, row)
             row += len(s.tokens)
-        return chunked_linear(out.transpose(0, 1).reshape(n, shard.q_heads * d), layer.o)
+        return num.row_parallel(out.transpose(0, 1).reshape(n, shard.q_heads * d), layer.o)
 
     def _key_start(self, chunk_start: int, window: int | None) -> int:
         if window is None:
@@ -169,6 +179,8 @@ class TPModel:
             q_pos = torch.arange(c0, c1)
             k_pos = torch.arange(ks, c1)
             a, b = row + c0 - s.start, row + c1 - s.start
-            out[:, a:b] = attend(qt[:, a:b], kh[:, ks - base : c1 - base], vh[:, ks - base : c1 - base], q_pos, k_pos, window)
+            out[:, a:b] = self.num.attend(
+                qt[:, a:b], kh[:, ks - base : c1 - base], vh[:, ks - base : c1 - base], q_pos, k_pos, window
+            )
             c0 = c1
 

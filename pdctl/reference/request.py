@@ -13,7 +13,8 @@ from pdctl.reference.sampling import SamplingParams
 
 @dataclass
 class GenRequest:
-    """One /generate item. The engine thread mutates it; `on_done(req)` is called once when finished."""
+    """One /generate item. The engine thread mutates it; `on_done(req)` is called once when finished, and
+    `on_progress(req)` (streaming) after every output token it gained (both from the engine thread)."""
 
     rid: str
     input_ids: list[int]
@@ -26,9 +27,13 @@ class GenRequest:
     bootstrap_port: int | None = None
     bootstrap_room: int | None = None
     on_done: Callable[[GenRequest], None] | None = None
+    on_progress: Callable[[GenRequest], None] | None = None
     created: float = field(default_factory=time.monotonic)
     # progress
-    state: str = "waiting"  # waiting | transferring | running | finished
+    state: str = "waiting"  # waiting | prefilling | transferring | running | finished
+    prefilled: int = 0  # tokens of fill_ids whose KV is computed (chunked prefill progress)
+    retracted: bool = False  # pages taken back under memory pressure: its KV is recomputed on re-admission
+    retractions: int = 0
     seq: SeqPages | None = None
     cached_tokens: int = 0
     output_ids: list[int] = field(default_factory=list)
@@ -39,6 +44,7 @@ class GenRequest:
     finish: dict[str, Any] | None = None
     stop_text_index: int | None = None  # cut the output text here (a stop string matched)
     error: str | None = None
+    abort_message: str | None = None  # set when a client went away while a role moved the request's KV
     error_status: int = 500
     generator: Any = None
 
@@ -46,6 +52,12 @@ class GenRequest:
     def prompt_len(self) -> int:
         """Number of prompt tokens."""
         return len(self.input_ids)
+
+    @property
+    def fill_ids(self) -> list[int]:
+        """Tokens whose KV a prefill computes: the prompt, or after a retraction the prompt plus every output
+        token but the last (which the next decode step feeds)."""
+        return self.input_ids + self.output_ids[:-1] if self.retracted else self.input_ids
 
     @property
     def logprob_start(self) -> int:

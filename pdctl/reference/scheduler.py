@@ -1,34 +1,42 @@
 """The engine thread: admits requests, runs batched model steps, samples, finishes requests.
 
 HTTP handlers call `submit(req)` from any thread; everything else (pages, prefix cache, model steps, role
-callbacks) happens on the one engine thread, so the KV cache needs no locking. Each step runs the new
-prefills that fit the token budget together with one decode token of every running request. How many pages a
-request holds and may still need is `pages.PageBook`'s business; the scheduler decides when.
+callbacks) happens on the one engine thread, so the KV cache needs no locking. Each step runs, SGLang's way:
+one decode token of every running request (retracting some when their pages run out: pdctl.reference.
+retraction), the next chunk of the prompt being prefilled in chunks, and new prefills, all within the
+chunked-prefill budget (`--chunked-prefill-size` tokens of prefill per step; chunks end on page boundaries).
+How many pages a request holds and may still need is `pages.PageBook`'s business; the PD hand-off is the
+role's (pdctl.reference.roles); the scheduler decides when.
 """
 
 from __future__ import annotations
 
 import logging
 import queue
+import sys
 import threading
 from collections import deque
 from typing import Any
 
 import torch
 
+from pdctl.reference.chunks import chunk_end, collect_input_logprobs, prefill_segment
+from pdctl.reference.handoff import PDHandoff
 from pdctl.reference.kvcache import KVCache, KVCacheOOM, SeqPages
-from pdctl.reference.pages import PageBook, pages_for
+from pdctl.reference.pages import PageBook
 from pdctl.reference.prefix_cache import PrefixCache
 from pdctl.reference.ranks import Segment, TPModel
 from pdctl.reference.request import GenRequest
-from pdctl.reference.roles.base import FirstToken, KVHandle, RankPages, RequestInfo, Role
+from pdctl.reference.retraction import LAST_REQUEST_OOM, NewTokenRatio, retraction_victim
+from pdctl.reference.roles.base import FirstToken, Role
 from pdctl.reference.sampling import choose, finish_reason, stop_match, top_logprobs
 from pdctl.reference.tokenizer import ByteTokenizer
 
 log = logging.getLogger("pdctl.reference.scheduler")
+Work = list[tuple[GenRequest, Segment]]
 
 
-class Scheduler:
+class Scheduler(PDHandoff):
     """Owns the model, KV cache, prefix cache and role; runs them on a dedicated thread."""
 
     def __init__(
@@ -39,7 +47,8 @@ class Scheduler:
         *,
         radix_cache: bool,
         random_seed: int = 0,
-        prefill_token_budget: int = 4096,
+        chunked_prefill_size: int = 4096,
+        schedule_conservativeness: float = 1.0,
     ) -> None:
         self.model, self.kv, self.role = model, kv, role
         self.cfg = model.cfg
@@ -49,15 +58,20 @@ class Scheduler:
         self.window = self.pages.window
         self.tok = ByteTokenizer()
         self.random_seed = random_seed
-        self.budget = prefill_token_budget
+        self.chunk_size = chunked_prefill_size if chunked_prefill_size > 0 else sys.maxsize
+        self.ratio = NewTokenRatio.from_conservativeness(schedule_conservativeness)
         self._inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self._waiting: deque[GenRequest] = deque()
         self._running: list[GenRequest] = []
+        self._chunked: GenRequest | None = None  # a prompt being prefilled chunk by chunk across steps
         self._transferring: dict[int, GenRequest] = {}  # id(req) -> req, while a role moves its KV
+        self._step_reqs: list[GenRequest] = []  # requests the current step touches (failed if it raises)
         self._stop = threading.Event()
         self._counter = 0
-        self._step_prefills: list[GenRequest] = []
+        self._rooms: dict[int, int] = {}  # bootstrap_room -> live requests using it (read by the role)
+        self._rooms_lock = threading.Lock()
         self.steps = 0
+        self.retracted = 0  # requests retracted so far (re-queued under memory pressure)
         self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
 
     # ---- public, thread-safe -------------------------------------------------------------------------
@@ -73,7 +87,21 @@ class Scheduler:
 
     def submit(self, req: GenRequest) -> None:
         """Queue REQ; its `on_done` is called from the engine thread when it finishes."""
+        if req.bootstrap_room is not None:
+            with self._rooms_lock:
+                self._rooms[int(req.bootstrap_room)] = self._rooms.get(int(req.bootstrap_room), 0) + 1
         self._inbox.put(("new", req))
+
+    def abort(self, req: GenRequest, message: str = "request aborted: the client went away") -> None:
+        """Stop REQ (any thread): it finishes with MESSAGE and its pages are freed on the engine thread; a
+        request whose KV a role is moving finishes when the role is done with its pages."""
+        self._inbox.put(("abort", req, message))
+
+    def live_rooms(self) -> set[int]:
+        """Bootstrap rooms of the requests this server holds (queued, prefilling, transferring or decoding):
+        what a PD peer's liveness probe asks about, so a slow server is told apart from one that lost them."""
+        with self._rooms_lock:
+            return set(self._rooms)
 
     def flush_cache(self, timeout: float = 30.0) -> int:
         """Empty the prefix cache (on the engine thread); returns pages dropped."""
@@ -87,6 +115,8 @@ class Scheduler:
             "num_running_reqs": len(self._running),
             "num_waiting_reqs": len(self._waiting),
             "num_transferring_reqs": len(self._transferring),
+            "num_retracted_reqs": self.retracted,
+            "new_token_ratio": round(self.ratio.current, 4),
             "full_free_pages": self.kv.full_alloc.free_pages,
             "swa_free_pages": self.kv.swa_alloc.free_pages if self.kv.swa_alloc else None,
             "cached_pages": self.cache.cached_pages if self.cache else 0,
@@ -100,11 +130,12 @@ class Scheduler:
             self._drain(block=not busy)
             try:
                 busy = self._step()
-            except Exception as exc:  # never let one bad step kill the server
+            except Exception as exc:  # never let one bad step kill the server, nor orphan its requests
                 log.exception("engine step failed")
-                for req in list(self._running) + self._step_prefills:
+                for req in {id(r): r for r in [*self._step_reqs, *self._running]}.values():
                     self._finish(req, error=f"engine step failed: {exc}")
-        for req in list(self._running) + list(self._waiting) + list(self._transferring.values()):
+                busy = False
+        for req in [*self._running, *self._waiting, *self._transferring.values()]:
             self._finish(req, error="server shutting down")
 
     def _drain(self, block: bool) -> None:
@@ -128,6 +159,12 @@ class Scheduler:
                 seed = req.sampling.seed if req.sampling.seed is not None else self.random_seed + self._counter
                 req.generator = torch.Generator().manual_seed(int(seed))
             self._waiting.append(req)
+        elif kind == "abort":
+            req, message = item[1], item[2]
+            if req.state == "transferring":
+                req.abort_message = message
+            elif req.state != "finished":
+                self._finish(req, error=message, status=499)
         elif kind == "flush":
             item[1].put(self.cache.flush() if self.cache else 0)
         elif kind == "prefill_done":
@@ -137,182 +174,185 @@ class Scheduler:
 
     def _step(self) -> bool:
         """One model step; False when there was nothing to run (the loop then blocks on its inbox)."""
-        segments: list[Segment] = []
-        prefills: list[GenRequest] = []
-        self._step_prefills = prefills
-        budget = self.budget
-        while self._waiting:
-            if prefills and self._waiting[0].prompt_len > budget:
-                break
-            req = self._waiting.popleft()
-            admitted = self._admit(req)
-            if admitted is None:  # not enough pages now; retry when running requests free some
-                self._waiting.appendleft(req)
-                break
-            if admitted is False:
-                continue
-            prefills.append(req)
-            segments.append(admitted)
-            budget -= len(admitted.tokens)
-        decodes = []
-        for req in list(self._running):
-            seg = self._decode_segment(req)
-            if seg is not None:
-                decodes.append(req)
-                segments.append(seg)
-        if not segments:
+        self._step_reqs = []
+        decodes = self._plan_decodes()
+        prefills = self._plan_prefills()
+        if not prefills and not decodes:
+            if not self._running and self._chunked is None:
+                self.ratio.reset()
             return False
-        logits = self.model.forward(segments)
+        logits = self.model.forward([seg for _, seg in prefills] + [seg for _, seg in decodes])
         self.steps += 1
-        for req, rows in zip(prefills, logits[: len(prefills)]):
-            self._after_prefill(req, rows)
-        for req, rows in zip(decodes, logits[len(prefills) :]):
+        for (req, seg), rows in zip(prefills, logits[: len(prefills)]):
+            self._after_chunk(req, seg, rows)
+        for (req, _), rows in zip(decodes, logits[len(prefills) :]):
             self._append(req, rows[-1])
+        if decodes:
+            self.ratio.decay_step()
         return True
 
-    # ---- PD hand-off --------------------------------------------------------------------------------
-    def _kv_handle(self, req: GenRequest, swa_first: int) -> KVHandle:
-        seq = req.seq
-        assert seq is not None
-        swa = list(seq.swa[swa_first:]) if self.kv.swa_alloc is not None else []
-        ranks = [RankPages(r, seq.full[: pages_for(req.prompt_len, self.ps)], swa) for r in range(self.model.tp)]
-        return KVHandle(req.prompt_len, req.cached_tokens, self.ps, swa_first, ranks)
+    # ---- decode steps and retraction ----------------------------------------------------------------
+    def _plan_decodes(self) -> Work:
+        """One token of every running request; retract requests first when their pages would run out."""
+        retracted = False
+        while self._running and not self.pages.decode_fits(self._running):
+            if len(self._running) == 1:
+                self._finish(self._running[0], error=LAST_REQUEST_OOM, status=500)
+                break
+            self._retract(retraction_victim(self._running))
+            retracted = True
+        if retracted:
+            self.ratio.after_retract(self._running)
+        work = []
+        for req in list(self._running):
+            assert req.seq is not None
+            pos = req.seq_len
+            self.pages.grow(req.seq, pos + 1, len(req.seq.swa))
+            self._step_reqs.append(req)
+            work.append((req, Segment(req.seq, [req.output_ids[-1]], pos, 0)))
+        return work
 
-    def _info(self, req: GenRequest) -> RequestInfo:
-        return RequestInfo(
-            req.rid, req.input_ids, req.bootstrap_host, req.bootstrap_port, req.bootstrap_room, req.top_logprobs_num
-        )
+    def _retract(self, req: GenRequest) -> None:
+        """Give REQ's pages back and re-queue it first; its KV is recomputed when it is admitted again."""
+        self._running.remove(req)
+        self.pages.release(req.seq)
+        req.seq, req.retracted, req.prefilled, req.state = None, True, 0, "waiting"
+        req.retractions += 1
+        self.retracted += 1
+        self._waiting.appendleft(req)
+        log.info("retracted %s after %d output tokens (KV pages ran out; %d free)", req.rid, len(req.output_ids),
+                 self.kv.full_alloc.free_pages)
 
-    # ---- admission -----------------------------------------------------------------------------------
-    def _admit(self, req: GenRequest) -> Segment | None | bool:
-        """Pages + prefix match for REQ: a prefill Segment, None (no room yet), or False (handled here)."""
-        decode_role = self.role.name == "decode"
-        max_prefix = req.prompt_len - 1
-        if req.return_logprob and req.logprob_start_len >= 0:
+    # ---- prefill chunks and admission ---------------------------------------------------------------
+    def _plan_prefills(self) -> Work:
+        """The chunked prompt's next chunk, then new requests while the chunked-prefill budget lasts."""
+        budget, work = self.chunk_size, []
+        chunk_open = False
+        if self._chunked is not None:
+            req = self._chunked
+            end = chunk_end(req.prefilled, len(req.fill_ids), budget, self.ps, allow_chunk=True)
+            assert end is not None and req.seq is not None
+            work.append((req, prefill_segment(req, req.prefilled, end)))
+            self._step_reqs.append(req)
+            budget -= end - req.prefilled
+            chunk_open = end < len(req.fill_ids)
+        while self._waiting and budget > 0:
+            req = self._waiting[0]
+            try:
+                admitted = self._admit(req, budget, allow_chunk=not chunk_open)
+            except Exception as exc:  # a bug in admission fails this request, not the server (nor loops)
+                log.exception("admitting %s failed", req.rid)
+                self._finish(req, error=f"engine step failed: {exc}")
+                continue
+            if admitted is None:  # not now: no pages or no budget; retried next step
+                break
+            if self._waiting and self._waiting[0] is req:  # (_finish already removed a failed one)
+                self._waiting.popleft()
+            if admitted is False:
+                continue
+            work.append((req, admitted))
+            self._step_reqs.append(req)
+            budget -= len(admitted.tokens)
+            chunk_open = chunk_open or admitted.end < len(req.fill_ids)
+        return work
+
+    def _admit(self, req: GenRequest, budget: int, *, allow_chunk: bool) -> Segment | None | bool:
+        """Pages + prefix match for REQ: its first prefill Segment, None (not now), or False (handled here)."""
+        decode_role = self.role.name == "decode" and not req.retracted
+        fill = req.fill_ids
+        max_prefix = len(fill) - 1
+        if req.return_logprob and req.logprob_start_len >= 0 and not req.retracted:
             max_prefix = min(max_prefix, req.logprob_start_len)
         if decode_role:
             max_prefix = req.prompt_len
-        match = self.cache.match(req.input_ids, max_prefix) if self.cache is not None else None
+        match = self.cache.match(fill, max_prefix) if self.cache is not None else None
         if self._busy() and not self._fits(req, match.pages if match else 0):
             if self.cache is None or self.cache.evict() == 0:
                 return None
-            match = self.cache.match(req.input_ids, max_prefix)
+            match = self.cache.match(fill, max_prefix)
             if not self._fits(req, match.pages):
                 return None
-        seq = SeqPages([], [])
+        prefix = (match.pages if match else 0) * self.ps
+        end = len(fill) if decode_role else chunk_end(prefix, len(fill), budget, self.ps, allow_chunk=allow_chunk)
+        if end is None:
+            return None
+        seq = req.seq = SeqPages([], [])
         try:
             if match and match.pages:
                 self.cache.hold(match)  # type: ignore[union-attr]
-                seq = SeqPages(list(match.full), list(match.swa))
-            prefix = len(seq.full) * self.ps
+                seq.full, seq.swa = list(match.full), list(match.swa)
             swa_from = len(seq.full)
             if decode_role and self.window is not None:
                 swa_from = max(prefix, req.prompt_len - self.window) // self.ps
-            self.pages.grow(seq, req.prompt_len, swa_from)
+            self.pages.grow(seq, len(fill), swa_from)
         except KVCacheOOM as exc:
             self.pages.release(seq)
+            req.seq = None
             if self._busy():
                 return None
             self._finish(req, error=str(exc), status=503)
             return False
-        req.seq, req.cached_tokens = seq, prefix
+        req.seq, req.prefilled = seq, prefix
+        if not req.retracted:
+            req.cached_tokens = prefix
+            if req.logprob_start < req.prompt_len:  # position `start` has no logprob (nothing precedes it)
+                req.input_logprobs, req.input_top = [None], [None]
         if decode_role:
-            req.state = "transferring"
-            self._transferring[id(req)] = req
-            handle = self._kv_handle(req, swa_from if self.window is not None else 0)
-            try:
-                self.role.before_decode(self._info(req), handle,
-                                        lambda r, q=req: self._inbox.put(("decode_ready", q, r)))
-            except Exception as exc:  # a role bug must answer the request, not hang it
-                log.exception("before_decode failed")
-                self._finish(req, error=f"decode role failed: {exc}")
+            self._hand_to_decode(req, swa_from if self.window is not None else 0)
             return False
-        start = req.logprob_start
-        logits_from = max(0, start - prefix) if start < req.prompt_len else req.prompt_len - 1 - prefix
-        return Segment(seq, req.input_ids[prefix:], prefix, logits_from)
+        req.state = "prefilling"
+        return prefill_segment(req, prefix, end)
 
     def _busy(self) -> bool:
-        return bool(self._running or self._transferring or self._step_prefills)
+        return bool(self._running or self._transferring or self._step_reqs or self._chunked)
 
     def _fits(self, req: GenRequest, matched_pages: int) -> bool:
-        admitted = [*self._running, *self._transferring.values(), *self._step_prefills]
-        return self.pages.fits(req, matched_pages, admitted, prefill_role=self.role.name == "prefill")
+        admitted = {id(r): r for r in [*self._running, *self._transferring.values(), *self._step_reqs]}
+        if self._chunked is not None:
+            admitted[id(self._chunked)] = self._chunked
+        return self.pages.fits(req, matched_pages, list(admitted.values()),
+                               prefill_role=self.role.name == "prefill", ratio=self.ratio.current)
 
-    def _after_prefill(self, req: GenRequest, rows: torch.Tensor) -> None:
-        lp = torch.log_softmax(rows, dim=-1)
-        start, prefix = req.logprob_start, req.cached_tokens
-        if start < req.prompt_len:
-            base = max(0, start - prefix)  # row of the first logprob row (position `start`)
-            req.input_logprobs = [None]
-            req.input_top = [None]
-            for p in range(start + 1, req.prompt_len):
-                row = lp[p - 1 - prefix - base]
-                req.input_logprobs.append(float(row[req.input_ids[p]]))
-                req.input_top.append(top_logprobs(row, req.top_logprobs_num) if req.top_logprobs_num else None)
+    def _after_chunk(self, req: GenRequest, seg: Segment, rows: torch.Tensor) -> None:
+        """Collect the chunk's input logprobs; a prompt not yet complete continues next step."""
+        req.prefilled = seg.end
+        if rows.shape[0] and not req.retracted:
+            collect_input_logprobs(req, seg.start + seg.logits_from, rows)
+        if seg.end < len(req.fill_ids):
+            self._chunked = req
+            assert req.seq is not None
+            self.pages.slide_window(req.seq, seg.end)  # SWA pages no later chunk can see
+            return
+        if self._chunked is req:
+            self._chunked = None
+        if req.retracted:  # KV recomputed: resume decoding where it stopped
+            req.retracted, req.state = False, "running"
+            assert req.seq is not None
+            self.pages.slide_window(req.seq, req.seq_len)
+            self._running.append(req)
+            return
+        self._after_prefill(req, rows[-1])
+
+    def _after_prefill(self, req: GenRequest, last_row: torch.Tensor) -> None:
         if self.cache is not None:
             self.cache.insert(req.input_ids, req.seq, req.prompt_len)  # type: ignore[arg-type]
         assert req.seq is not None
         self.pages.slide_window(req.seq, req.prompt_len)
         if self.role.name == "prefill":
-            token = choose(rows[-1], req.sampling, req.generator)
-            first = FirstToken(token, float(lp[-1][token]), top_logprobs(lp[-1], req.top_logprobs_num))
+            lp = torch.log_softmax(last_row, dim=-1)
+            token = choose(last_row, req.sampling, req.generator)
+            first = FirstToken(token, float(lp[token]), top_logprobs(lp, req.top_logprobs_num))
             self._record(req, first)
-            req.state = "transferring"
-            self._transferring[id(req)] = req
-            swa_first = max(0, req.prompt_len - self.window) // self.ps if self.window is not None else 0
-            try:
-                self.role.after_prefill(
-                    self._info(req), self._kv_handle(req, swa_first), first,
-                    lambda err, q=req: self._inbox.put(("prefill_done", q, err)),
-                )
-            except Exception as exc:  # a role bug must answer the request, not hang it
-                log.exception("after_prefill failed")
-                self._finish(req, error=f"prefill role failed: {exc}")
+            self._hand_to_prefill_role(req, first)
             return
         req.state = "running"
         self._running.append(req)
         if req.sampling.max_new_tokens == 0:
             self._finish(req, reason=finish_reason("length", length=0))
             return
-        self._append(req, rows[-1])
+        self._append(req, last_row)
 
-    def _on_prefill_done(self, req: GenRequest, err: str | None) -> None:
-        if self._transferring.pop(id(req), None) is None:
-            log.warning("prefill role called done twice (or late) for %s; ignored", req.rid)
-            return
-        if err:
-            self._finish(req, error=f"KV transfer failed: {err}")
-        else:
-            self._finish(req, reason=finish_reason("length", length=len(req.output_ids)))
-
-    def _on_decode_ready(self, req: GenRequest, result: FirstToken | str) -> None:
-        if self._transferring.pop(id(req), None) is None:
-            log.warning("decode role called done twice (or late) for %s; ignored", req.rid)
-            return
-        if isinstance(result, str):
-            self._finish(req, error=f"KV transfer failed: {result}")
-            return
-        # SGLang's decode reports the prefill's prefix-cache hit (carried with the first token), or its own
-        # radix-cache hit when that is larger.
-        req.cached_tokens = max(req.cached_tokens, int(getattr(result, "cached_tokens", 0)))
-        if self.cache is not None:
-            self.cache.insert(req.input_ids, req.seq, req.prompt_len)  # type: ignore[arg-type]
-        req.state = "running"
-        self._running.append(req)
-        self._record(req, result)
-        self._check_finish(req)
-
-    # ---- decoding ------------------------------------------------------------------------------------
-    def _decode_segment(self, req: GenRequest) -> Segment | None:
-        pos = req.prompt_len + len(req.output_ids) - 1
-        assert req.seq is not None
-        try:
-            self.pages.grow(req.seq, pos + 1, len(req.seq.swa))
-        except KVCacheOOM as exc:
-            self._finish(req, error=str(exc), status=503)
-            return None
-        return Segment(req.seq, [req.output_ids[-1]], pos, 0)
-
+    # ---- tokens and finishing -----------------------------------------------------------------------
     def _record(self, req: GenRequest, first: FirstToken) -> None:
         req.output_ids.append(first.token_id)
         req.output_logprobs.append(first.logprob)
@@ -337,11 +377,19 @@ class Scheduler:
             self._finish(req, reason=finish_reason("stop", matched=hit[0]))
         elif len(req.output_ids) >= sp.max_new_tokens:
             self._finish(req, reason=finish_reason("length", length=sp.max_new_tokens))
+        elif req.on_progress is not None:  # streaming: one event per token (the last one comes with on_done)
+            self._call(req.on_progress, req)
 
     def _tail_has_stop(self, req: GenRequest) -> bool:
         """Cheap per-step check: only the last few tokens can complete a stop string (<= 4 bytes a char)."""
         tail = 4 * max(len(s) for s in req.sampling.stop) + 4
         return stop_match(self.tok.decode(req.output_ids[-tail:]), req.sampling.stop) is not None
+
+    def _call(self, callback: Any, req: GenRequest) -> None:
+        try:
+            callback(req)
+        except Exception:  # a vanished client must not break the engine
+            log.exception("callback failed for %s", req.rid)
 
     def _finish(self, req: GenRequest, *, reason: dict[str, Any] | None = None, error: str | None = None,
                 status: int = 500) -> None:
@@ -351,6 +399,8 @@ class Scheduler:
             self._running.remove(req)
         if req in self._waiting:
             self._waiting.remove(req)
+        if self._chunked is req:
+            self._chunked = None
         self._transferring.pop(id(req), None)
         self.pages.release(req.seq)
         if error is not None and req.state != "transferring":
@@ -360,8 +410,11 @@ class Scheduler:
             req.fail(error, status)
         else:
             req.finish, req.state = reason, "finished"
+        if req.bootstrap_room is not None:
+            with self._rooms_lock:
+                room = int(req.bootstrap_room)
+                self._rooms[room] = self._rooms.get(room, 1) - 1
+                if self._rooms[room] <= 0:
+                    del self._rooms[room]
         if req.on_done is not None:
-            try:
-                req.on_done(req)
-            except Exception:  # a vanished client must not break the engine
-                log.exception("on_done failed for %s", req.rid)
+            self._call(req.on_done, req)

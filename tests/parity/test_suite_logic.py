@@ -131,7 +131,7 @@ def test_verdict_cold_fails_warm_failures_explained_by_prefill_or_control() -> N
     warm = ModeResult("warm", [_comp(0.2, prefill=True), _comp(0.08)], control=[_comp(0.1), _comp(0.0)])
     conc = ModeResult("concurrent", [_comp(0.3)], control=[_comp(0.1)])
     for mode in (cold, warm, conc):
-        mode.explain()
+        mode.explain(vouched={0})  # as if prompt 0's cold comparison had passed in this run
     assert not cold.ok  # cold failures are never explained away
     assert [c.explained_by for c in warm.failures] == ["prefill_differs", "control"] and warm.ok
     assert warm.control_floor == pytest.approx(0.1)
@@ -199,7 +199,7 @@ def test_html_report_embeds_a_png_plot(tmp_path) -> None:
     warm = ModeResult("warm", [_comp(0.02), _comp(0.08)], control=[_comp(0.1)])
     cold = ModeResult("cold", [_comp(0.0)])
     for mode in (cold, warm):
-        mode.explain()
+        mode.explain(vouched={0})
     result = ParityResult(modes={"cold": cold, "warm": warm}, tolerance=0.05, max_new_tokens=1,
                           candidate="http://c", reference="http://r")
     page = write_report(result, tmp_path / "r.html").read_text(encoding="utf-8")
@@ -217,3 +217,40 @@ def test_an_errored_control_send_does_not_explain_failures() -> None:
     conc = ModeResult("concurrent", [_comp(0.3)], control=[errored, _comp(0.0)])
     conc.explain()
     assert conc.control_floor == 0.0 and conc.control_failed and not conc.ok
+
+
+def test_prefill_differs_explains_only_what_a_passing_cold_comparison_vouches_for() -> None:
+    """--warm alone (or a failed cold) must not let a prefill on wrong weights explain its own failures."""
+    for vouched in ((), {1}):  # no cold run at all; cold passed for another prompt only
+        warm = ModeResult("warm", [_comp(0.2, prefill=True)])
+        warm.explain(vouched=vouched)
+        assert not warm.ok and warm.unexplained[0].explained_by is None
+        assert "no cold comparison of this prompt passed" in warm.unexplained[0].unexplained_because
+    warm = ModeResult("warm", [_comp(0.2, prefill=True)])
+    warm.explain(vouched={0})
+    assert warm.ok and warm.failures[0].explained_by == "prefill_differs"
+    doc = json.loads(json.dumps(ParityResult(modes={"warm": warm}, tolerance=0.05, max_new_tokens=1).document()))
+    assert doc["ok"] is True
+
+
+def test_runner_vouches_only_with_passing_cold_comparisons(monkeypatch) -> None:
+    """The run's verdict end to end over a fake transport: a candidate whose prefill differs fails --warm alone."""
+    from pdctl.parity import runner
+    from pdctl.parity.endpoints import Target
+
+    good = _meta([(-0.5, 7)])
+    bad = _meta([(-0.9, 7)], inp=[None, -2.0, -2.0])  # prefill logits differ, beyond tolerance
+
+    def fake_generate(url, prompt, *, max_new_tokens, logprob_start_len=0):
+        return dict(bad if url == "http://cand" else good)
+
+    monkeypatch.setattr(runner.client, "generate", fake_generate)
+    monkeypatch.setattr(runner.client, "flush_cache", lambda url: None)
+    prompts = [Prompt("p", input_ids=[40] * 3)]
+    opts = runner.ParityOptions(modes=("warm",), max_new_tokens=1, control=False, page_size=16)
+    result = runner.run_parity(Target("http://cand"), Target("http://ref"), prompts, opts)
+    assert not result.ok and result.modes["warm"].unexplained
+    both = runner.run_parity(Target("http://cand"), Target("http://ref"), prompts,
+                             runner.ParityOptions(modes=("cold", "warm"), max_new_tokens=1, control=False))
+    assert not both.ok and not both.modes["cold"].ok  # the cold run catches it: nothing vouches for warm
+    assert both.modes["warm"].unexplained

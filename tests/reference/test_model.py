@@ -135,3 +135,14 @@ def test_requests_beyond_kv_capacity_queue_and_all_succeed(engine_factory):
     free = engine_factory().generate(prompts, max_new_tokens=40)
     tight = engine_factory("--max-total-tokens", "256").generate(prompts, max_new_tokens=40)
     assert [r.output_ids for r in tight] == [r.output_ids for r in free]
+
+
+def test_prefix_cache_without_hybrid_swa_memory(engine_factory):
+    """The full-cache control (`--disable-hybrid-swa-memory`): a warm resend is served from the prefix cache
+    and equals the cold answer (it used to crash in the prefix cache's SWA bookkeeping)."""
+    eng = engine_factory("--disable-hybrid-swa-memory")
+    prompt = EDGE_PROMPTS[3]
+    cold = eng.generate([prompt], max_new_tokens=20, logprob_start_len=-1)[0]
+    warm = eng.generate([prompt], max_new_tokens=20, logprob_start_len=-1)[0]
+    assert warm.cached_tokens == (len(cold.input_ids) - 1) // 16 * 16 > 32
+    assert (warm.output_ids, warm.output_logprobs) == (cold.output_ids, cold.output_logprobs)

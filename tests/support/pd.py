@@ -236,3 +236,48 @@ def start_shared_prefill(
             if name in routable:
                 wait_routable(out[name], timeout, proc)
         yield out
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """One PD pair of `start_pd_pairs`: TP sizes, backend, and extra flags for both roles or each role."""
+
+    prefill_tp: int
+    decode_tp: int
+    backend: str = "nixl"
+    both_args: tuple[str, ...] = ()
+    prefill_args: tuple[str, ...] = ()
+    decode_args: tuple[str, ...] = ()
+    page_size: int = 16
+
+
+@contextmanager
+def start_pd_pairs(
+    checkpoint: str | Path, pairs: dict[str, PairSpec], *, timeout: float = 240.0, log_dir: str | Path | None = None
+) -> Iterator[dict[str, PDDeployment]]:
+    """Several PD deployments (name -> PairSpec), every server started at once, each pair behind its own real
+    router; yields {name: PDDeployment} once a PD request went through each. Everything is torn down after."""
+    log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="pdctl-pd-"))
+    specs = []
+    for spec in pairs.values():
+        common = [*pd_args(spec.backend, spec.page_size), *spec.both_args]
+        specs += [("prefill", spec.prefill_tp, [*common, *spec.prefill_args]),
+                  ("decode", spec.decode_tp, [*common, *spec.decode_args])]
+    with ExitStack() as stack:
+        servers = stack.enter_context(start_servers(checkpoint, specs, timeout=timeout, log_dir=log_dir))
+        out: dict[str, PDDeployment] = {}
+        procs = []
+        for i, name in enumerate(pairs):
+            prefill, decode = servers[2 * i], servers[2 * i + 1]
+            boot = int(prefill.bootstrap_port)
+            url, proc, router_log = stack.enter_context(
+                start_router(prefill.url, boot, decode.url, timeout=timeout, log_dir=log_dir))
+            out[name] = PDDeployment(url, prefill.url, decode.url, boot, prefill, decode, proc, router_log)
+            procs.append(proc)
+        stack.callback(terminate_all, procs)  # runs first at teardown: routers stop in parallel
+        for dep in out.values():
+            try:
+                wait_routable(dep.router_url, timeout, dep.router_proc)
+            except (RuntimeError, TimeoutError) as exc:
+                raise RuntimeError(f"PD deployment not ready: {exc}\n{dep.log_tails()}") from exc
+        yield out

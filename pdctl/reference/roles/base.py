@@ -62,6 +62,9 @@ class RoleContext:
     settings: PDSettings
     model_path: str
     heads_on_rank: int
+    # Bootstrap rooms of the requests the server holds (set by build_engine to the scheduler's live_rooms):
+    # the liveness exchange between PD peers tells "slow" (still holds the room) from "lost it".
+    live_rooms: Callable[[], set[int]] = field(default=lambda: set())
 
 
 @dataclass(frozen=True)

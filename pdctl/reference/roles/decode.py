@@ -4,7 +4,12 @@ One receiver thread polls every rank's backend for notifications ("kv ROOM PREFI
 is complete when every (prefill rank, decode rank) pair the plan pairs has reported. Failure is an answer,
 never a hang: a handshake rejection fails the request at once with SGLang's message, an error notification
 with the prefill's message, a silent prefill after --transfer-timeout, and a dead prefill (its bootstrap
-server stops answering twice in a row) within a few seconds.
+port refuses connections twice in a row) within a few seconds. A slow prefill is not a dead one
+(pdctl.reference.roles.liveness): the heartbeat lists the rooms decode holds, and each room the prefill says
+it holds gets a fresh --transfer-timeout, so a loaded machine delays requests instead of failing them.
+
+The receiver polls fast while rooms are pending (the poll is also what progresses UCX for NIXL, which runs
+without its own progress thread) and sleeps on an event when none is, so an idle decode costs no CPU.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pdctl.reference.roles import bootstrap
 from pdctl.reference.roles.base import DecodeDone, FirstToken, KVHandle, RequestInfo, RoleContext
 from pdctl.reference.roles.common import AuxSlots, PDFirstToken, make_backends, pools_desc, server_info
 from pdctl.reference.roles.handshake import handshake_problem
+from pdctl.reference.roles.liveness import PeerHealth, RoomClock
 from pdctl.reference.roles.sender import aux_cached_tokens, decode_aux
 
 log = logging.getLogger("pdctl.reference.roles")
@@ -40,7 +46,7 @@ class _Pending:
     addr: str
     expected: set[tuple[int, int]]
     done: DecodeDone
-    deadline: float
+    started: float
     slot: int
     got: set[tuple[int, int]] = field(default_factory=set)
     giving_up: bool = False
@@ -63,6 +69,8 @@ class DecodeRole:
         self._pending: dict[int, _Pending] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._work = threading.Event()  # set while rooms are pending: the receiver polls fast
+        self.clock = RoomClock()  # when the prefill last confirmed it holds each room
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="pd-recv")
         self._threads: list[threading.Thread] = []
 
@@ -78,6 +86,7 @@ class DecodeRole:
     def shutdown(self) -> None:
         """Fail what is pending, stop the threads, release endpoints."""
         self._stop.set()
+        self._work.set()
         for t in self._threads:
             t.join(timeout=2)
         with self._lock:
@@ -112,7 +121,8 @@ class DecodeRole:
         p_tp = int(prefill["tp_size"])
         expected = {(p, d) for d in range(self.ctx.tp) for p in prefill_peers(p_tp, self.ctx.tp, d)}
         with self._lock:
-            self._pending[room] = _Pending(room, addr, expected, done, time.monotonic() + self.timeout, slot)
+            self._pending[room] = _Pending(room, addr, expected, done, time.monotonic(), slot)
+        self._work.set()
         doc = {
             "decode_id": self.decode_id,
             "room": room,
@@ -124,14 +134,14 @@ class DecodeRole:
         log.info("room %d: asking prefill %s for its KV", room, addr)
         try:
             try:
-                bootstrap.post(addr, "/room", doc)
+                bootstrap.post(addr, "/room", doc, wait=self.timeout)
             except bootstrap.BootstrapError as exc:
                 if "not registered" not in str(exc):
                     raise
                 with self._reg_lock:  # the prefill restarted and forgot us: register again, once
                     self._registered.pop(addr, None)
                 self._ensure_registered(addr)
-                bootstrap.post(addr, "/room", doc)
+                bootstrap.post(addr, "/room", doc, wait=self.timeout)
         except Exception as exc:  # noqa: BLE001 - any failure here is the request's error answer
             self._finish(room, str(exc))
 
@@ -140,7 +150,7 @@ class DecodeRole:
         with self._reg_lock:
             if addr in self._registered:
                 return self._registered[addr]
-            prefill = bootstrap.get_route(addr)
+            prefill = bootstrap.get_route(addr, wait=self.timeout)
             problem = handshake_problem(prefill, self.info)
             if problem:
                 raise RuntimeError(problem)
@@ -155,6 +165,7 @@ class DecodeRole:
                         "metadata": backend.metadata(),
                         "pools": pools_desc(self.ctx.kv.ranks[rank]),
                     },
+                    wait=self.timeout,
                 )
             self._registered[addr] = prefill
             log.info("registered %d decode ranks with prefill %s", len(self.backends), addr)
@@ -164,7 +175,7 @@ class DecodeRole:
         """Tell the prefill this room is given up, so its request fails now too and it never writes into
         the room's pages; the prefill answers once no write for the room is in flight any more."""
         try:
-            bootstrap.post(addr, "/room", {"room": room, "abort": message}, timeout=timeout)
+            bootstrap.post(addr, "/room", {"room": room, "abort": message}, timeout=timeout, wait=timeout)
         except Exception:  # noqa: BLE001, S110 - the prefill may be dead; decode already answers
             pass
 
@@ -218,20 +229,27 @@ class DecodeRole:
                     self._on_note(d, note.message.decode("utf-8", "replace"))
             now = time.monotonic()
             with self._lock:
-                late = [p for p in self._pending.values() if now > p.deadline and not p.giving_up]
+                late = [p for p in self._pending.values()
+                        if now > self.clock.deadline(p.room, p.started, self.timeout) and not p.giving_up]
                 for p in late:
                     p.giving_up = True
             for p in late:
                 message = (
                     f"KV transfer for bootstrap_room {p.room} timed out after {self.timeout:g}s "
-                    f"(got {len(p.got)} of {len(p.expected)} parts from prefill {p.addr})"
+                    f"without progress (got {len(p.got)} of {len(p.expected)} parts from prefill {p.addr})"
                 )
                 try:
                     self._pool.submit(self._give_up, p, message)
                 except RuntimeError:  # shutting down
                     self._finish(p.room, message)
-            if not got:
-                time.sleep(0.001 if self._pending else 0.01)
+            if got:
+                continue
+            if self._pending:
+                time.sleep(0.001)
+            else:  # idle: sleep until a room is pending (a late error note for a finished room can wait)
+                self._work.clear()
+                if not self._pending:
+                    self._work.wait(1.0)
 
     def _on_note(self, d: int, text: str) -> None:
         parts = text.split(" ", 4)
@@ -255,27 +273,41 @@ class DecodeRole:
             self._complete(pending)
 
     def _watchdog_loop(self) -> None:
-        """Report a dead prefill: its bootstrap server stops answering while rooms wait on it."""
-        # Consecutive failed health checks per prefill: one slow answer on a loaded box is not death.
-        misses: dict[str, int] = {}
-        while not self._stop.wait(0.5):
+        """Heartbeat every prefill that rooms wait on: a confirmed room gets a fresh deadline, a slow answer
+        changes nothing, and a prefill whose port refuses connections twice in a row fails its rooms now."""
+        health: dict[str, PeerHealth] = {}
+        while not self._stop.wait(1.0):
+            held = self.ctx.live_rooms()  # every room decode holds, queued ones too: the prefill waits for them
             with self._lock:
                 addrs = {p.addr for p in self._pending.values()}
+                held |= set(self._pending)
+            if held:
+                with self._reg_lock:
+                    addrs |= set(self._registered)
+            if not addrs:
+                health.clear()
+                continue
+            rooms = sorted(held)
             for addr in addrs:
-                if bootstrap.alive(addr, timeout=1.0):
-                    misses.pop(addr, None)
+                answer = bootstrap.liveness(addr, rooms, self.decode_id)
+                peer = health.setdefault(addr, PeerHealth())
+                if isinstance(answer, dict):
+                    peer.record("ok")
+                    self.clock.touch([int(r) for r in answer.get("held", [])])
                     continue
-                misses[addr] = misses.get(addr, 0) + 1
-                if misses[addr] < 2:
+                if not peer.record(answer):
+                    if answer == "slow" and peer.slow % 5 == 1:
+                        log.warning("prefill %s is slow to answer its heartbeat (%d in a row); rooms keep waiting",
+                                    addr, peer.slow)
                     continue
-                misses.pop(addr, None)
+                health.pop(addr, None)
                 with self._lock:
-                    rooms = [p.room for p in self._pending.values() if p.addr == addr]
-                for room in rooms:
+                    gone = [p.room for p in self._pending.values() if p.addr == addr]
+                for room in gone:
                     self._finish(
                         room,
-                        f"prefill server at {addr} is unreachable (its bootstrap server stopped "
-                        "answering): the KV transfer was aborted",
+                        f"prefill server at {addr} is unreachable (its bootstrap port refuses connections: the "
+                        "process is gone): the KV transfer was aborted",
                     )
                 with self._reg_lock:
                     self._registered.pop(addr, None)

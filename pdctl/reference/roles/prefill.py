@@ -22,6 +22,7 @@ from pdctl.reference.roles.base import FirstToken, KVHandle, PrefillDone, Reques
 from pdctl.reference.roles.bootstrap import BootstrapServer
 from pdctl.reference.roles.common import AuxSlots, make_backends, pools_desc, server_info
 from pdctl.reference.roles.handshake import handshake_problem
+from pdctl.reference.roles.liveness import RoomClock
 from pdctl.reference.roles.sender import (
     AUX_SLOT_BYTES,
     encode_aux,
@@ -51,6 +52,7 @@ class PrefillRole:
         self._aborted: dict[int, float] = {}  # room -> at: decode gave up; never write into its pages
         self._writing: set[int] = set()  # rooms whose writes are being issued or are in flight
         self._cond = threading.Condition()
+        self.clock = RoomClock()  # when a decode's heartbeat last said it holds each room
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="pd-send")
         self.server: BootstrapServer | None = None
 
@@ -59,7 +61,8 @@ class PrefillRole:
         self.backends = make_backends(self.ctx, "prefill")
         self.backends[0].register([self.aux.region])
         s = self.ctx.settings
-        self.server = BootstrapServer(s.host, s.bootstrap_port, self.info, self._on_register, self._on_room)
+        self.server = BootstrapServer(s.host, s.bootstrap_port, self.info, self._on_register, self._on_room,
+                                      self._on_liveness)
         self.server.start()
         log.info("bootstrap server on %s:%d (%s)", s.host, self.server.port, s.transfer_backend)
 
@@ -117,6 +120,16 @@ class PrefillRole:
                     log.warning("room %s aborted by decode while its write is still in flight", room)
         return None
 
+    def _on_liveness(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """A decode's heartbeat: it holds ROOMS (each gets a fresh wait here); answer which of them this server
+        holds a request for — queued, prefilling, waiting for decode's pages or being written (decode extends
+        those). A room document decode posted is not one: it says what decode wants, not that work goes on."""
+        rooms = {int(r) for r in doc.get("rooms") or []}
+        self.clock.touch(rooms)
+        with self._cond:
+            writing = set(self._writing)
+        return {"held": sorted(rooms & (writing | self.ctx.live_rooms()))}
+
     def _drop_stale(self, now: float) -> None:
         """Forget rooms, failures and aborts nobody will ask about any more (caller holds the lock)."""
         old = now - 10 * self.timeout
@@ -126,6 +139,7 @@ class PrefillRole:
             self._failed.pop(r, None)
         for r in [r for r, at in self._aborted.items() if at < old]:
             self._aborted.pop(r, None)
+        self.clock.forget_older_than(old)
 
     def abort_request(self, req: RequestInfo, message: str) -> None:
         """Engine thread: REQ failed before its transfer began (rejected, OOM): fail decode's room now.
@@ -171,10 +185,12 @@ class PrefillRole:
         done(error)
 
     def _wait_room(self, room: int) -> dict[str, Any] | str:
-        deadline = time.monotonic() + self.timeout
+        """Wait for decode's pages for ROOM: --transfer-timeout after the start or after decode's heartbeat
+        last said it holds the room (a decode with a long queue is slow, not gone)."""
+        start = time.monotonic()
         with self._cond:
             while room not in self._rooms:
-                left = deadline - time.monotonic()
+                left = self.clock.deadline(room, start, self.timeout) - time.monotonic()
                 if left <= 0:
                     return (
                         f"decode did not ask for bootstrap_room {room} within {self.timeout:g}s "

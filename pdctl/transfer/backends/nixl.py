@@ -5,6 +5,13 @@ receiver thread polls notifications), so it runs with NIXL_THREAD_SYNC_STRICT, a
 does. UCX's default transport selection works for cross-process DRAM transfers on one host (tcp/lo for RMA,
 CMA for active messages); `UCX_TLS=tcp UCX_NET_DEVICES=lo` also works but measured ~2x slower here, so the
 environment is left as the user set it.
+
+No NIXL progress thread (`enable_prog_thread=False`): NIXL 1.5.1's Python API starts it with a poll delay of
+0, so every agent spins a native thread at 100% of a core even when nothing moves (an idle PD pair burnt two
+of this machine's two cores). Without it, UCX progresses inside the calls that need progress — the writer's
+`wait()` (check_xfer_state) and the receiver's `poll()` (get_new_notifs) — which both sides already call in a
+loop while a transfer is in flight, so transfers lose no latency (benchmarks/bench_idle.py measures both).
+`PDCTL_NIXL_PROGRESS_THREAD=1` turns the thread back on (the benchmark's "before").
 """
 
 from __future__ import annotations
@@ -17,6 +24,15 @@ from typing import Any
 import numpy as np
 
 from pdctl.transfer.backends.base import Notification, TransferError
+
+PROGRESS_THREAD_ENV = "PDCTL_NIXL_PROGRESS_THREAD"
+
+
+def progress_thread_enabled() -> bool:
+    """Whether agents start NIXL's own (spinning) progress thread: off unless PDCTL_NIXL_PROGRESS_THREAD=1."""
+    import os
+
+    return os.environ.get(PROGRESS_THREAD_ENV, "") not in ("", "0")
 
 
 def _import_nixl() -> Any:
@@ -56,7 +72,9 @@ class NixlBackend:
         self._api = api
         self.name = f"{name}-{uuid.uuid4().hex[:8]}"
         config = api.nixl_agent_config(
-            backends=["UCX"], sync_mode=api.nixl_thread_sync_t.NIXL_THREAD_SYNC_STRICT
+            enable_prog_thread=progress_thread_enabled(),
+            backends=["UCX"],
+            sync_mode=api.nixl_thread_sync_t.NIXL_THREAD_SYNC_STRICT,
         )
         try:
             self.agent = api.nixl_agent(self.name, config)

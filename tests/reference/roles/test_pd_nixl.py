@@ -143,3 +143,29 @@ def test_prefill_rejection_reaches_decode_fast(p1, prompt_len, reason):
     # The prefill's reason, not decode's transfer timeout: decode heard of the rejection (room aborted).
     assert reason in r.text and "timed out" not in r.text, r.text
     assert_same(generate(p1["d2"], PROMPTS[0]), generate(p1["d4"], PROMPTS[0]), "after a rejected request")
+
+
+def test_streaming_through_the_pd_router(p2, colocated_answers):
+    """stream: true through the real sglang-router in PD mode: decode's per-token events reach the client."""
+    import json
+
+    prompt = PROMPTS[0]
+    events = []
+    with requests.post(p2["nhd"] + "/generate", json=body(prompt) | {"stream": True}, timeout=60, stream=True) as r:
+        assert r.status_code == 200, r.text
+        for line in r.iter_lines(decode_unicode=True):
+            if line.startswith("data: "):
+                events.append(line[len("data: "):])
+    assert events[-1] == "[DONE]"
+    docs = [json.loads(e) for e in events[:-1]]
+    want = colocated_answers[prompt]
+    assert [d["meta_info"]["completion_tokens"] for d in docs] == list(range(1, len(want["output_ids"]) + 1))
+    assert docs[-1]["output_ids"] == want["output_ids"] and docs[-1]["text"] == want["text"]
+    chunks = []
+    with requests.post(p2["nhd"] + "/v1/chat/completions", stream=True, timeout=60, json={
+            "model": "x", "messages": [{"role": "user", "content": prompt}], "max_tokens": 8, "temperature": 0,
+            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}) as r:
+        assert r.status_code == 200, r.text
+        chunks = [line[6:] for line in r.iter_lines(decode_unicode=True) if line.startswith("data: ")]
+    assert chunks[-1] == "[DONE]" and json.loads(chunks[-2])["usage"]["completion_tokens"] == 8
+    assert sum(1 for c in chunks[:-2] if json.loads(c)["choices"][0]["delta"].get("content")) >= 1

@@ -1,4 +1,4 @@
-"""HTTP request parsing and response shapes (SGLang's /generate and the OpenAI-style endpoints).
+"""HTTP request parsing and response shapes of SGLang's own API (/generate), streamed or not.
 
 Pure functions over JSON documents, so the FastAPI layer only routes. Bad input raises ApiError(400) with a
 message that says what is wrong; the server answers `{"error": {"message", "type", "code"}}` as SGLang does.
@@ -159,13 +159,36 @@ def output_text(req: GenRequest) -> str:
     return text[: req.stop_text_index] if req.stop_text_index is not None else text
 
 
-def generate_response(req: GenRequest, input_logprobs: bool = True) -> dict[str, Any]:
-    """SGLang's /generate response for a finished request."""
+def _complete_utf8(data: bytes) -> int:
+    """Length of DATA without a trailing UTF-8 sequence that more bytes could still complete."""
+    for back in range(1, min(4, len(data)) + 1):
+        c = data[-back]
+        if c & 0xC0 == 0x80:  # a continuation byte: look further back for the lead byte
+            continue
+        need = 2 if c >> 5 == 0b110 else 3 if c >> 4 == 0b1110 else 4 if c >> 3 == 0b11110 else 1
+        return len(data) - back if need > back else len(data)
+    return len(data)
+
+
+def streamed_text(req: GenRequest, tokens: int) -> str:
+    """The text of REQ's first TOKENS output tokens as a stream may show it before the end: an unfinished
+    UTF-8 character and anything that could still become a stop string are held back (SGLang's detokenizer
+    does the same), so that every later text extends this one."""
+    data = bytes(i for i in req.output_ids[:tokens] if 0 <= i < 256)
+    text = data[: _complete_utf8(data)].decode("utf-8", errors="replace")
+    hold = max((len(s) for s in req.sampling.stop), default=1) - 1
+    return text[: len(text) - hold] if hold > 0 else text
+
+
+def generate_response(req: GenRequest, input_logprobs: bool = True, upto: int | None = None) -> dict[str, Any]:
+    """SGLang's /generate response for a finished request; with UPTO, a streamed event of its first UPTO
+    output tokens (cumulative text, output_ids and logprobs, finish_reason null), SGLang's stream format."""
+    n = len(req.output_ids) if upto is None else upto
     meta: dict[str, Any] = {
         "id": req.rid,
-        "finish_reason": req.finish,
+        "finish_reason": req.finish if upto is None else None,
         "prompt_tokens": req.prompt_len,
-        "completion_tokens": len(req.output_ids),
+        "completion_tokens": n,
         "cached_tokens": req.cached_tokens,
         "e2e_latency": round(time.monotonic() - req.created, 6),
     }
@@ -173,11 +196,14 @@ def generate_response(req: GenRequest, input_logprobs: bool = True) -> dict[str,
         wt = req.return_text_in_logprobs
         ids = req.input_ids[req.logprob_start :] if input_logprobs else []
         meta["input_token_logprobs"] = [_entry(lp, t, wt) for lp, t in zip(req.input_logprobs, ids)]
-        meta["output_token_logprobs"] = [_entry(lp, t, wt) for lp, t in zip(req.output_logprobs, req.output_ids)]
+        meta["output_token_logprobs"] = [
+            _entry(lp, t, wt) for lp, t in zip(req.output_logprobs[:n], req.output_ids[:n])
+        ]
         if req.top_logprobs_num > 0:
             meta["input_top_logprobs"] = [_top(t, wt) for t in req.input_top] if input_logprobs else []
-            meta["output_top_logprobs"] = [_top(t, wt) for t in req.output_top]
-    return {"text": output_text(req), "output_ids": list(req.output_ids), "meta_info": meta}
+            meta["output_top_logprobs"] = [_top(t, wt) for t in req.output_top[:n]]
+    text = output_text(req) if upto is None else streamed_text(req, n)
+    return {"text": text, "output_ids": list(req.output_ids[:n]), "meta_info": meta}
 
 
 def chat_prompt(messages: Any) -> str:
