@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "eval": "pdctl.cli.eval:eval_group",
     "parity": "pdctl.cli.parity:parity",
     "bench-transfer": "pdctl.cli.bench:bench_transfer",
+    "bench": "pdctl.cli.bench_serve:bench_group",
     "reference": "pdctl.cli.reference:reference",
 }
 
@@ -39,6 +40,7 @@ SHORT_HELP: dict[str, str] = {
     "eval": "Accuracy evals (gsm8k) against a deployment.",
     "parity": "Logprob parity of a PD deployment against a reference server.",
     "bench-transfer": "Measure one request's KV transfer between real ranks.",
+    "bench": "Serving sweeps against a control (bench serve); KV transfer (bench transfer).",
     "reference": "The CPU reference engine: checkpoints and serving.",
 }
 
