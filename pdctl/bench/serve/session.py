@@ -69,6 +69,20 @@ class BenchRequest:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
         if not self.timeout > 0 or not self.launch_timeout > 0:
             raise UserError("--timeout and --launch-timeout must be positive numbers of seconds")
+        # what the command line alone decides is checked here too, before any server is contacted
+        if self.num_prompts is not None and self.num_prompts < 1:
+            raise UserError(f"--num-prompts must be at least 1, got {self.num_prompts}")
+        if self.warmup is not None and self.warmup < 0:
+            raise UserError(f"--warmup must be 0 or more, got {self.warmup}")
+        if self.request_rate is not None and not self.request_rate > 0:
+            raise UserError(f"--request-rate must be a positive number, got {self.request_rate}")
+        if self.isl is not None and min(self.isl) < 2:
+            raise UserError("--isl: prompts need at least 2 tokens")
+        if self.dataset not in (None, "random", "gsm8k") and not Path(self.dataset).is_file():
+            raise UserError(f"--dataset {self.dataset}: not 'random', 'gsm8k' or an existing JSONL file")
+        if self.gate_metrics is not None:
+            parse_metrics(self.gate_metrics)
+        parse_percent(self.max_regression)
 
 
 @dataclass(frozen=True)
