@@ -79,7 +79,7 @@ def render(result, out) -> None:
     out.print(f"candidate {result.candidate.url} ({result.candidate.gpus or '?'} GPUs){ctrl}", highlight=False)
     out.print(f"tool: {result.tool}; dataset {result.dataset}; API {result.spec.api}; warm-up {result.spec.warmup};"
               f" seed {result.spec.seed}; latencies in ms", highlight=False)
-    table = Table(title="ratio = candidate / control", title_justify="left")
+    table = Table(title="ratio = candidate / control" if result.control else None, title_justify="left")
     for col in ("c", "isl", "osl", "side", "ok/req", *(name for name, _ in COLUMNS), "tok/s/GPU"):
         table.add_column(col, justify="right")
     controls = result.control_points or [None] * len(result.points)
@@ -94,6 +94,8 @@ def render(result, out) -> None:
         if con is not None:
             table.add_row("", "", "", "[bold]ratio[/]", "", *(_f(ratio_of(key, cand, con), 3) for _, key in COLUMNS),
                           _f(ratio_of("output_tok_s", cand, con), 3))
+    if not out.is_terminal:  # a log or a pipe: 15 columns need more than rich's default 80
+        out.width = max(out.width, 160)
     out.print(table)
     for problem in result.problems:
         out.print(f"[red]inconsistent:[/] {problem}", highlight=False)

@@ -15,9 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import traceback
 import warnings
+
+# This file's own folder is on sys.path when it runs as a script, and holds pdctl's datasets.py, which would
+# shadow Hugging Face's `datasets` that the tool imports.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
 
 
 def main(plan_path: str) -> int:
