@@ -185,6 +185,8 @@ def run_tool(tool: str, url: str, api: str, tok: str, n: int, conc: int, isl: in
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if tool == "aiperf":  # measured: with HF_HUB_OFFLINE=1 aiperf 0.13 takes a local tokenizer dir for a repo id
+        env = {k: v for k, v in env.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False, env=env, cwd=out)
     except subprocess.TimeoutExpired:

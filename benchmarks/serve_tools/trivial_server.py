@@ -21,6 +21,7 @@ import json
 import os
 import time
 import uuid
+from pathlib import Path
 
 MODEL = "trivial"
 
@@ -51,8 +52,9 @@ def _usage(prompt: int, done: int) -> dict:
     return {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
 
 
-def _event(path: str, rid: str, prompt: int, done: int, total: int, chat: bool, first: bool) -> list[dict]:
-    """The SSE documents to send after token number DONE (1-based) of TOTAL."""
+def _event(path: str, rid: str, prompt: int, done: int, total: int, chat: bool, usage: bool) -> list[dict]:
+    """The SSE documents to send after token number DONE (1-based) of TOTAL (USAGE: the final usage chunk,
+    which OpenAI and SGLang send only for `stream_options.include_usage`)."""
     last = done == total
     if path == "/generate":
         return [{"text": "a" * done, "output_ids": [97] * done, "meta_info": {
@@ -64,7 +66,7 @@ def _event(path: str, rid: str, prompt: int, done: int, total: int, chat: bool, 
     choice = {"index": 0, "finish_reason": "length" if last else None}
     choice.update({"delta": delta} if chat else {"text": "a"})
     docs = [{**base, "choices": [choice], "usage": None}]
-    if last:
+    if last and usage:
         docs.append({**base, "choices": [], "usage": _usage(prompt, total)})
     return docs
 
@@ -112,13 +114,15 @@ class Server:
         prompt, total = _prompt_tokens(body), _max_tokens(body)
         rid, chat = uuid.uuid4().hex, path.endswith("chat/completions")
         if not body.get("stream"):
-            docs = _event(path, rid, prompt, total, total, chat, True)
+            docs = _event(path, rid, prompt, total, total, chat, False)
             if path != "/generate":
                 docs[0]["choices"][0]["text"] = "a" * total
                 docs[0]["usage"] = _usage(prompt, total)
             await self._json(writer, docs[0])
             return
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
+        usage = bool(options.get("include_usage"))
         times = []
         if self.ttft_s:
             await asyncio.sleep(self.ttft_s)
@@ -126,7 +130,7 @@ class Server:
             if done > 1 and self.itl_s:
                 await asyncio.sleep(self.itl_s)
             payload = "".join(f"data: {json.dumps(d)}\n\n" for d in _event(path, rid, prompt, done, total, chat,
-                                                                            done == 1))
+                                                                            usage))
             if done == total:
                 payload += "data: [DONE]\n\n"
             data = payload.encode()
@@ -145,9 +149,8 @@ async def _main(args: argparse.Namespace) -> None:
     srv = await asyncio.start_server(server.handle, "127.0.0.1", args.port, limit=1 << 22, backlog=4096)
     port = srv.sockets[0].getsockname()[1]
     if args.port_file:
-        tmp = f"{args.port_file}.tmp"
-        with open(tmp, "w") as f:
-            f.write(str(port))
+        tmp = Path(f"{args.port_file}.tmp")
+        tmp.write_text(str(port))
         os.replace(tmp, args.port_file)
     async with srv:
         await srv.serve_forever()

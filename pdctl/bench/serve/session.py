@@ -23,6 +23,8 @@ from pdctl.bench.serve.targets import Deployment
 from pdctl.bench.serve.tool import find_tool, run_sweep
 from pdctl.errors import UserError
 
+MAX_WAIT_S = 7 * 24 * 3600  # a week: longer is a typo (and overflows the timers)
+
 
 @dataclass
 class BenchRequest:
@@ -67,8 +69,11 @@ class BenchRequest:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-        if not self.timeout > 0 or not self.launch_timeout > 0:
-            raise UserError("--timeout and --launch-timeout must be positive numbers of seconds")
+        for name in ("timeout", "launch_timeout"):
+            value = getattr(self, name)
+            if not 0 < value <= MAX_WAIT_S:
+                raise UserError(f"--{name.replace('_', '-')} must be a number of seconds in (0, {MAX_WAIT_S}], "
+                                f"got {value}")
         # what the command line alone decides is checked here too, before any server is contacted
         if self.num_prompts is not None and self.num_prompts < 1:
             raise UserError(f"--num-prompts must be at least 1, got {self.num_prompts}")

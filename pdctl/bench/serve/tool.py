@@ -30,6 +30,8 @@ from pdctl.errors import UserError
 DRIVER = Path(__file__).with_name("sglang_driver.py")
 ENV_VAR = "PDCTL_SGLANG_PYTHON"
 MARK = "PDCTL-POINT "
+PROBE = ("import importlib.metadata as m, importlib.util as u; "
+         "assert u.find_spec('sglang.benchmark.serving'); print(m.version('sglang'))")
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,7 @@ def find_tool(explicit: str | None) -> Tool:
             tried.append(f"{python} (missing)")
             continue
         probe = subprocess.run(
-            [python, "-c", "import importlib.metadata as m, importlib.util as u; "
-             "assert u.find_spec('sglang.benchmark.serving'); print(m.version('sglang'))"],
+            [python, "-c", PROBE],
             capture_output=True, text=True, timeout=120, check=False)
         if probe.returncode == 0 and probe.stdout.strip():
             return Tool(python, probe.stdout.strip().splitlines()[-1])
