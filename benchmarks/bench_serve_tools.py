@@ -12,7 +12,8 @@ For each tool, installed into its own scratch venv (SGLang's from `make sglang-e
    sglang-router (PD), with output token counts equal to what was asked.
 
 Run: `python -m benchmarks.bench_serve_tools` (or `make bench`; knobs: BENCH_TOOLS=sglang,aiperf,...,
-BENCH_TOOLS_DIR=/tmp/pdctl-bench-tools, BENCH_TOOLS_N=1000 requests for the overhead run). A tool that cannot
+BENCH_TOOLS_DIR=/tmp/pdctl-bench-tools, BENCH_TOOLS_N=1000 requests for the overhead run,
+BENCH_TOOLS_PHASES=overhead,accuracy,fit, BENCH_TOOLS_CONFLICTS=0 to skip the dry-run installs). A tool that cannot
 be installed or run is reported as such, with the reason; the others still run.
 """
 
@@ -202,9 +203,12 @@ def run_tool(tool: str, url: str, api: str, tok: str, n: int, conc: int, isl: in
     return {"ok": True, "wall_s": wall, "cpu_s": cpu, **res}
 
 
-def server_truth(log: Path) -> dict:
-    """Medians of TTFT, ITL and E2E as the timing-oracle server measured them."""
-    rows = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
+def server_truth(log: Path, n: int) -> dict | None:
+    """Medians of TTFT, ITL and E2E as the timing-oracle server measured them, over the last N requests (the
+    measured ones: warm-up requests come first); None when the server saw none."""
+    rows = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()][-n:] if log.exists() else []
+    if not rows:
+        return None
     ttft = [(r["token_times"][0] - r["received"]) * 1000 for r in rows]
     itl = [(b - a) * 1000 for r in rows for a, b in zip(r["token_times"], r["token_times"][1:])]
     e2e = [(r["token_times"][-1] - r["received"]) * 1000 for r in rows]
@@ -236,6 +240,7 @@ def main() -> int:
     from pdctl.bench.serve.tokenizer import write_byte_tokenizer
 
     tools = os.environ.get("BENCH_TOOLS", "sglang,aiperf,guidellm,genai-perf,inference-perf").split(",")
+    phases = os.environ.get("BENCH_TOOLS_PHASES", "overhead,accuracy,fit").split(",")
     tok = str(write_byte_tokenizer(Path(tempfile.mkdtemp(prefix="bench-tok-")) / "tok"))
     report: dict = {"install": {}, "overhead": {}, "accuracy": {}, "fit": {}}
     runnable = []
@@ -248,16 +253,18 @@ def main() -> int:
         if info["ok"]:
             runnable.append(tool)
     with trivial_server() as (url, _log):
-        for tool in runnable:
+        for tool in runnable if "overhead" in phases else []:
             r = run_tool(tool, url, "completions", tok, n=N_OVERHEAD, conc=32, isl=32, osl=8)
             report["overhead"][tool] = r
             print(f"overhead {tool}: {json.dumps(r)}", flush=True)
-    for tool in runnable:
-        with trivial_server(ttft_ms=50, itl_ms=10) as (url, log):
-            r = run_tool(tool, url, "completions", tok, n=32, conc=4, isl=32, osl=16)
-            report["accuracy"][tool] = {"tool": r, "server": server_truth(log)} if log.exists() else {"tool": r}
-            print(f"accuracy {tool}: {json.dumps(report['accuracy'][tool])}", flush=True)
-    report["fit"] = fit_reference([t for t in runnable if report["overhead"].get(t, {}).get("ok")], tok)
+    for tool in runnable if "accuracy" in phases else []:
+        for api in ("generate", "completions") if tool == "sglang" else ("completions",):
+            with trivial_server(ttft_ms=50, itl_ms=10) as (url, log):
+                r = run_tool(tool, url, api, tok, n=32, conc=4, isl=32, osl=16)
+                report["accuracy"][f"{tool}/{api}"] = {"tool": r, "server": server_truth(log, 32)}
+            print(f"accuracy {tool}/{api}: {json.dumps(report['accuracy'][f'{tool}/{api}'])}", flush=True)
+    if "fit" in phases:
+        report["fit"] = fit_reference(runnable, tok)
     for key, r in report["fit"].items():
         print(f"fit {key}: ok={r.get('ok')} counts_exact={r['counts_exact']} {r.get('error', '')}", flush=True)
     out = Path(os.environ.get("BENCH_TOOLS_REPORT", "/tmp/pdctl-bench-serve-tools.json"))
@@ -265,7 +272,7 @@ def main() -> int:
     print(f"\nsummary (requests/s the tool drove against the trivial server, client CPU s for {N_OVERHEAD}):")
     for tool in tools:
         r = report["overhead"].get(tool) or {}
-        why = report["install"][tool].get("error") or r.get("error")
+        why = report["install"][tool].get("error") or r.get("error") or "not run"
         line = f"{r['req_s']:8.1f} req/s  cpu {r['cpu_s']:6.1f} s  wall {r['wall_s']:6.1f} s" if r.get("ok") else why
         print(f"  {tool:15s} {line}")
     print(f"(full report: {out})")

@@ -108,8 +108,8 @@ def test_gate_fails_a_slowed_candidate(pd_run: dict) -> None:
 
 
 def test_failed_requests_fail_the_run(pd_run: dict) -> None:
-    # a prompt longer than the engine's context: every request is refused by the server, the run must say no
-    done, doc = _bench(pd_run, "--url", pd_run["router"], "--concurrency", "1", "--isl", "70000", "--osl", "4",
+    # a prompt longer than the engine's context (4096): every request is refused by the server; the run must say no
+    done, doc = _bench(pd_run, "--url", pd_run["router"], "--concurrency", "1", "--isl", "5000", "--osl", "4",
                        "--num-prompts", "2", "--warmup", "0")
     assert done.returncode == 1, done.stdout + done.stderr
     assert doc["ok"] is False and doc["points"][0]["errors"] == 2 and doc["points"][0]["completed"] == 0
