@@ -164,6 +164,10 @@ def serve(json_path: str | None, report_path: str | None, concurrency: str | Non
     from pdctl.bench.serve.session import BenchRequest, run_request
     from pdctl.bench.serve.sweep import parse_int_list
 
+    if report_path:  # before the sweep, not after it
+        from pdctl.extras import require
+
+        require("matplotlib", what="bench serve --report")
     req = BenchRequest(concurrency=parse_int_list(concurrency, "--concurrency"), isl=parse_int_list(isl, "--isl"),
                        osl=parse_int_list(osl, "--osl"), **options)
     out = err_console if json_path == "-" else console
