@@ -71,23 +71,27 @@ class PDHandoff:
             log.exception("before_decode failed")
             self._finish(req, error=f"decode role failed: {exc}")
 
-    def _on_prefill_done(self, req: GenRequest, err: str | None) -> None:
+    def _settled(self, req: GenRequest, side: str) -> bool:
+        """The role is done with REQ's pages; False when nothing is left to do (a late call, or a client that
+        went away meanwhile: the request then finishes as aborted)."""
         if self._transferring.pop(id(req), None) is None:
-            log.warning("prefill role called done twice (or late) for %s; ignored", req.rid)
-            return
+            log.warning("%s role called done twice (or late) for %s; ignored", side, req.rid)
+            return False
         if req.abort_message is not None:
             self._finish(req, error=req.abort_message, status=499)
-        elif err:
+            return False
+        return True
+
+    def _on_prefill_done(self, req: GenRequest, err: str | None) -> None:
+        if not self._settled(req, "prefill"):
+            return
+        if err:
             self._finish(req, error=f"KV transfer failed: {err}")
         else:
             self._finish(req, reason=finish_reason("length", length=len(req.output_ids)))
 
     def _on_decode_ready(self, req: GenRequest, result: FirstToken | str) -> None:
-        if self._transferring.pop(id(req), None) is None:
-            log.warning("decode role called done twice (or late) for %s; ignored", req.rid)
-            return
-        if req.abort_message is not None:
-            self._finish(req, error=req.abort_message, status=499)
+        if not self._settled(req, "decode"):
             return
         if isinstance(result, str):
             self._finish(req, error=f"KV transfer failed: {result}")

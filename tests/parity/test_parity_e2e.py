@@ -111,7 +111,8 @@ def test_broken_decode_layout_fails_cold_with_first_mismatch(ref_checkpoint, ref
 
 
 def test_prefill_on_another_checkpoint_vs_launched_reference_topology(tmp_path, ref_checkpoint) -> None:
-    """prefill_differs for a prefill on other weights; the reference is a topology pdctl launches itself."""
+    """prefill_differs for a prefill on other weights, and it explains nothing: no cold comparison passed (with
+    --warm alone none ran), so warm failures stay failures. The reference is a topology pdctl launches itself."""
     from pdctl.reference.checkpoint import init_checkpoint
     from tests.support.launch_samples import (
         local_cpu,  # configs/local-cpu.yaml with free ports and this checkpoint
@@ -122,17 +123,23 @@ def test_prefill_on_another_checkpoint_vs_launched_reference_topology(tmp_path, 
     # the candidate's prefill runs the seed-1 weights (the last --model-path wins), its decode the reference's
     with pd_support.start_pd(ref_checkpoint, prefill_tp=2, decode_tp=1, backend="nixl",
                              prefill_args=("--model-path", str(other))) as candidate:
-        proc, doc = _parity(
-            "--candidate", candidate.router_url, "--decode-url", candidate.decode_url,
-            "--prefill-url", candidate.prefill_url, "--reference-topology", str(topo), "--launch-timeout", "120",
-            "--cold", "--warm", "--no-control", "--max-prompt-tokens", "20", cwd=tmp_path,
-        )
+        common = ("--candidate", candidate.router_url, "--decode-url", candidate.decode_url,
+                  "--prefill-url", candidate.prefill_url, "--reference-topology", str(topo), "--launch-timeout",
+                  "120", "--no-control", "--max-prompt-tokens", "20")
+        proc, doc = _parity(*common, "--cold", "--warm", cwd=tmp_path)
+        warm_only, warm_doc = _parity(*common, "--warm", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     cold = doc["modes"]["cold"]["failures"]
     assert cold and all(f["prefill_differs"] and f["prefill_max_abs_delta"] > 0.05 for f in cold)
     assert all(f["first_mismatch"] == 0 for f in cold)
     warm = doc["modes"]["warm"]
-    assert warm["failures"] and all(f["explained_by"] == "prefill_differs" for f in warm["failures"])
+    assert warm["failures"] and all(f["explained_by"] is None for f in warm["failures"])
+    # --warm alone must not say PARITY OK for a prefill on the wrong weights (issue 12)
+    assert warm_only.returncode == 1, warm_only.stderr
+    assert warm_doc["ok"] is False and "PARITY FAILED" in warm_only.stderr
+    failures = warm_doc["modes"]["warm"]["failures"]
+    assert failures and all(f["prefill_differs"] and f["explained_by"] is None for f in failures)
+    assert all("no cold comparison of this prompt passed" in f["unexplained_because"] for f in failures)
     # the launched reference is torn down, and the user's latest run is not the reference's
     import requests
 
@@ -151,6 +158,8 @@ def test_prompts_file_with_text_and_ids(tmp_path, reference) -> None:
     proc, doc = _parity("--candidate", reference.url, "--reference", reference.url, "--prompts", str(prompts),
                         "--warm", "--concurrent", "--copies", "2")
     assert proc.returncode == 0, proc.stderr
+    # live progress on stderr (not a terminal here: one line per prompt, with passes and failures so far)
+    assert "parity warm: 1/2  pass 2 fail 0" in proc.stderr and "parity concurrent: 4/4  pass 4 fail 0" in proc.stderr
     assert [p["name"] for p in doc["prompts"]] == ["fox", "line2"]
     warm = doc["modes"]["warm"]
     assert warm["passed"] == warm["compared"] == 4  # two prompts, each resent and with a shared-prefix variant

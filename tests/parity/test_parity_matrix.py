@@ -14,6 +14,7 @@ import pytest
 from pdctl.parity.results import ParityResult
 from pdctl.parity.session import ParityRequest, run_request
 from tests.support.busy import busy_cores
+from tests.support.cpu import idle_share
 from tests.support.pd import PairSpec, start_pd_pairs
 
 pytestmark = pytest.mark.e2e
@@ -21,6 +22,7 @@ CHUNK = ("--chunked-prefill-size", "48")
 FULL_CACHE = ("--disable-hybrid-swa-memory",)
 SPLITS = {"p1d2": (1, 2), "p2d1": (2, 1)}
 CANDIDATES = {f"{split}-{backend}": (split, backend) for split in SPLITS for backend in ("nixl", "mooncake")}
+IDLE_WINDOW_S = 5.0
 MAX_PROMPT_TOKENS = 49  # page (16) edges, the window (32) and the chunk (48), crossed by one token each
 
 
@@ -53,6 +55,15 @@ def assert_parity(result: ParityResult, matrix, name: str) -> None:
         assert m["max_abs_delta"] <= 1e-4, (mode, m["max_abs_delta"])  # exact numerics: PD == PD bit for bit
     assert max(doc["modes"]["warm"]["cached_tokens"]) >= 48  # prefill reused three pages of the 49-token prompt
     assert doc["candidate_workers"]["decode"] == [matrix[name].decode_url]
+
+
+def test_idle_deployments_cost_no_cpu(matrix):
+    """With nothing in flight every server process sleeps (NIXL without its spinning progress thread): each
+    uses under 5% of a core over a few seconds (it was ~100% per NIXL agent; benchmarks/bench_idle.py has the
+    numbers). CPU accounting, not timing: a spinning thread accumulates CPU time even on a loaded machine."""
+    pids = {f"{name}/{role}": getattr(dep, role).proc.pid for name, dep in matrix.items() for role in ("prefill", "decode")}
+    share = idle_share(pids, IDLE_WINDOW_S)
+    assert all(v < 0.05 for v in share.values()), share
 
 
 @pytest.mark.parametrize("name", CANDIDATES)

@@ -147,3 +147,24 @@ def test_decode_role_failure_is_a_fast_error(ref_checkpoint):
         assert decode.engine.kv.full_alloc.free_pages == decode.engine.kv.full_alloc.usable_pages
     finally:
         decode.close()
+
+
+def test_decode_server_retracts_and_recomputes_instead_of_failing(ref_checkpoint, engine_factory):
+    """A decode server whose pool cannot hold every request's whole output retracts some mid-decode and
+    re-queues them (their KV is recomputed locally) instead of failing them: every answer equals colocated."""
+    prompts = [f"decode pressure {i}: " for i in range(6)]
+    colo = engine_factory().generate(prompts, max_new_tokens=100)
+    ex = Exchange()
+    prefill = _engine(ref_checkpoint, lambda kv: LoopPrefill(ex, kv), "--role", "colocated")
+    decode = _engine(ref_checkpoint, lambda kv: LoopDecode(ex, kv), "--disable-radix-cache",
+                     "--max-total-tokens", "320")
+    try:
+        _, dec = _pd_generate(prefill, decode, prompts, 100, -1)
+        assert all(d.error is None for d in dec), [d.error for d in dec]
+        assert decode.engine.scheduler.stats()["num_retracted_reqs"] > 0
+        assert [d.output_ids for d in dec] == [c.output_ids for c in colo]
+        kv = decode.engine.kv
+        assert kv.full_alloc.free_pages == kv.full_alloc.usable_pages
+    finally:
+        prefill.close()
+        decode.close()

@@ -9,16 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from tests.support.servers import start_reference_server, wait_exit
+from tests.support.servers import wait_exit
 
 pytestmark = pytest.mark.e2e
 TIMEOUT = 60
-
-
-@pytest.fixture(scope="module")
-def server(ref_checkpoint):
-    with start_reference_server(ref_checkpoint, extra_args=["--context-length", "1024"]) as srv:
-        yield srv
 
 
 def gen(server, text, n=16, **kw):

@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from tests.support.net import wait_http_ok
 from tests.support.paths import REPO as REPO_ROOT
 
@@ -157,3 +159,11 @@ def wait_exit(proc: subprocess.Popen, timeout: float) -> int | None:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
+
+
+@pytest.fixture(scope="module")
+def server(ref_checkpoint):
+    """A colocated reference server (context 1024) over real HTTP, shared by a module's tests (re-exported by
+    tests/reference/conftest.py)."""
+    with start_reference_server(ref_checkpoint, extra_args=["--context-length", "1024"]) as srv:
+        yield srv

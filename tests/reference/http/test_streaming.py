@@ -9,16 +9,9 @@ import pytest
 import requests
 
 from tests.support.net import wait_for
-from tests.support.servers import start_reference_server
 
 pytestmark = pytest.mark.e2e
 TIMEOUT = 60
-
-
-@pytest.fixture(scope="module")
-def server(ref_checkpoint):
-    with start_reference_server(ref_checkpoint, extra_args=["--context-length", "1024"]) as srv:
-        yield srv
 
 
 def sse(response: requests.Response) -> list:

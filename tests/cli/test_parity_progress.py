@@ -1,0 +1,43 @@
+"""`pdctl parity` shows live progress: phase, prompt i/n, passes and failures so far (a bar on a terminal,
+a line per prompt elsewhere, e.g. in CI logs)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from pdctl.cli.parity import LiveProgress
+from pdctl.parity.runner import ProgressUpdate
+
+
+def _updates():
+    yield ProgressUpdate("setup", 0, 0, detail="checking the candidate")
+    yield ProgressUpdate("cold", 1, 3, 1, 0, "below_page:15")
+    yield ProgressUpdate("cold", 2, 3, 1, 1, "one_page:16")
+    yield ProgressUpdate("warm", 1, 3, 2, 0, "below_page:15")
+
+
+def _render(terminal: bool) -> tuple[LiveProgress, str]:
+    buf = io.StringIO()
+    view = LiveProgress(Console(file=buf, force_terminal=terminal, width=200))
+    with view.progress:
+        for update in _updates():
+            view(update)
+    return view, buf.getvalue()
+
+
+def test_plain_lines_when_not_a_terminal():
+    _, out = _render(terminal=False)
+    assert "parity: checking the candidate" in out
+    assert "parity cold: 1/3  pass 1 fail 0  below_page:15" in out
+    assert "parity cold: 2/3  pass 1 fail 1  one_page:16" in out
+    assert "parity warm: 1/3  pass 2 fail 0" in out
+
+
+def test_a_bar_per_phase_on_a_terminal():
+    view, out = _render(terminal=True)
+    assert set(view.tasks) == {"cold", "warm"}
+    cold = view.progress.tasks[view.tasks["cold"]]
+    assert (cold.completed, cold.total) == (2, 3) and "pass 1 fail 1" in cold.fields["stats"]
+    assert "pass 2 fail 0" in out
