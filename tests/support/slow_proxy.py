@@ -11,42 +11,23 @@ arrive (chunked), one read per event. Loopback only; daemon threads end with the
 from __future__ import annotations
 
 import http.client
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Self
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-
-    def handle_error(self, request: object, client_address: object) -> None:  # a client that hung up: fine
-        pass
+from tests.support.flaky_proxy import FlakyProxy
 
 
-class SlowProxy:
-    """Forward everything to UPSTREAM; answers start DELAY_S late, streamed chunks CHUNK_DELAY_S apart."""
+class SlowProxy(FlakyProxy):
+    """Forward everything to UPSTREAM; answers start DELAY_S late, streamed chunks CHUNK_DELAY_S apart.
+    (FlakyProxy's server and lifecycle, with a streaming handler of its own; it injects no faults.)"""
 
     def __init__(self, upstream: str, *, delay_s: float = 0.0, chunk_delay_s: float = 0.0) -> None:
         parts = urlsplit(upstream)
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
         self.delay_s, self.chunk_delay_s = delay_s, chunk_delay_s
         self.requests = 0
-        self._lock = threading.Lock()
-        self._server = _Server(("127.0.0.1", 0), self._handler())
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        super().__init__(upstream)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self

@@ -3,21 +3,19 @@
 Plots (one row per input/output length pair): output tokens/s per GPU against median E2E latency for each
 deployment, with its Pareto front (the points no other point beats on both); TTFT p50/p90/p99 against
 concurrency; ITL p50/p90/p99 against concurrency. Candidate solid, control dashed. matplotlib is imported
-here only, lazily, with the Agg backend; the PNG is inlined so the file opens anywhere (as parity's report).
+only, lazily (pdctl.htmlreport); the PNG is inlined so the file opens anywhere (as parity's report).
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import math
 from pathlib import Path
 
+from pdctl import htmlreport
 from pdctl.bench.serve.compare import ratio_of, regression
 from pdctl.bench.serve.metrics import PointMetrics
 from pdctl.bench.serve.results import BenchResult
-from pdctl.errors import UserError
 
 PCT_COLORS = {"p50": "tab:blue", "p90": "tab:orange", "p99": "tab:red"}
 
@@ -39,13 +37,9 @@ def _sides(result: BenchResult) -> list[tuple[str, list[PointMetrics], str]]:
     return sides
 
 
-def plot_png(result: BenchResult) -> bytes:
-    """PNG bytes of the plots."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot_png(result: BenchResult) -> str:
+    """The plots as a base64 PNG."""
+    plt = htmlreport.pyplot()
     shapes = sorted({(m.point.isl, m.point.osl) for m in result.points})
     fig, axes = plt.subplots(len(shapes), 3, figsize=(16, 4.6 * len(shapes)), squeeze=False)
     for row, (isl, osl) in zip(axes, shapes):
@@ -79,10 +73,7 @@ def plot_png(result: BenchResult) -> bytes:
         for ax in row[1:]:
             ax.set_xscale("log", base=2)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
-    return buf.getvalue()
+    return htmlreport.figure_png_base64(fig)
 
 
 def _f(value: float | None, digits: int = 4) -> str:
@@ -124,7 +115,7 @@ def _table(result: BenchResult) -> str:
 
 def render_html(result: BenchResult) -> str:
     """The whole report as one HTML string."""
-    png = base64.b64encode(plot_png(result)).decode("ascii")
+    png = plot_png(result)
     verdict = "PASS" if result.ok else "FAIL"
     control = (f"control: <code>{html.escape(result.control.url)}</code> ({result.control.gpus or '?'} GPUs)"
                if result.control else "no control")
@@ -157,9 +148,4 @@ Latencies in ms; ratio = candidate / control.</p>
 
 def write_report(result: BenchResult, path: str | Path) -> Path:
     """Write the HTML report to PATH (bad path = exit 2)."""
-    target = Path(path)
-    try:
-        target.write_text(render_html(result), encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot write --report {target}: {exc.strerror or exc}") from exc
-    return target
+    return htmlreport.write_report(render_html(result), path)
