@@ -90,10 +90,10 @@ def render(result, out) -> None:
                 continue
             style = None if m.ok else "red"
             table.add_row(str(p.concurrency), str(p.isl), str(p.osl), side, f"{m.completed}/{p.requests}",
-                          *(_f(m.value(key)) for _, key in COLUMNS), _f(m.per_gpu(m.output_tok_s)), style=style)
+                          *(_f(m.value(key)) for _, key in COLUMNS), _f(m.output_tok_s_per_gpu), style=style)
         if con is not None:
             table.add_row("", "", "", "[bold]ratio[/]", "", *(_f(ratio_of(key, cand, con), 3) for _, key in COLUMNS),
-                          _f(ratio_of("output_tok_s", cand, con), 3))
+                          _f(ratio_of("output_tok_s_per_gpu", cand, con), 3))
     if not out.is_terminal:  # a log or a pipe: 15 columns need more than rich's default 80
         out.width = max(out.width, 160)
     out.print(table)

@@ -15,7 +15,7 @@ from typing import Any
 from pdctl.bench.serve.metrics import LATENCIES, PCTS, PointMetrics
 from pdctl.errors import UserError
 
-THROUGHPUTS = ("request_throughput", "input_tok_s", "output_tok_s")
+THROUGHPUTS = ("request_throughput", "input_tok_s", "output_tok_s", "input_tok_s_per_gpu", "output_tok_s_per_gpu")
 GATE_METRICS = THROUGHPUTS + tuple(f"{lat}.{pct}" for lat in LATENCIES for pct in (*PCTS, "mean"))
 
 

@@ -46,6 +46,14 @@ class PointMetrics:
     def per_gpu(self, value: float) -> float | None:
         return value / self.gpus if self.gpus else None
 
+    @property
+    def input_tok_s_per_gpu(self) -> float | None:
+        return self.per_gpu(self.input_tok_s)
+
+    @property
+    def output_tok_s_per_gpu(self) -> float | None:
+        return self.per_gpu(self.output_tok_s)
+
     def value(self, metric: str) -> float | None:
         """A metric by its gate name: `output_tok_s`, `request_throughput`, `input_tok_s`, `ttft_ms.p50`, ..."""
         if "." in metric:
@@ -59,8 +67,8 @@ class PointMetrics:
         doc: dict[str, Any] = {
             "requests": self.point.requests, "completed": self.completed, "errors": self.errors,
             "request_throughput": self.request_throughput, "input_tok_s": self.input_tok_s,
-            "output_tok_s": self.output_tok_s, "input_tok_s_per_gpu": self.per_gpu(self.input_tok_s),
-            "output_tok_s_per_gpu": self.per_gpu(self.output_tok_s), "gpus": self.gpus,
+            "output_tok_s": self.output_tok_s, "input_tok_s_per_gpu": self.input_tok_s_per_gpu,
+            "output_tok_s_per_gpu": self.output_tok_s_per_gpu, "gpus": self.gpus,
             "input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "duration_s": self.duration_s,
             "problems": list(self.problems), "error_samples": list(self.error_samples),
         }

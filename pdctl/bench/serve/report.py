@@ -47,7 +47,7 @@ def plot_png(result: BenchResult) -> str:
             mine = sorted((m for m in points if (m.point.isl, m.point.osl) == (isl, osl) and m.completed),
                           key=lambda m: m.point.concurrency)
             xs = [m.latency["e2e_ms"]["p50"] for m in mine]
-            ys = [m.per_gpu(m.output_tok_s) or m.output_tok_s for m in mine]
+            ys = [m.output_tok_s_per_gpu or m.output_tok_s for m in mine]
             color = "tab:green" if label == "candidate" else "tab:gray"
             row[0].plot(xs, ys, style, marker="o", color=color, label=label)
             for m, x, y in zip(mine, xs, ys):
@@ -70,8 +70,11 @@ def plot_png(result: BenchResult) -> str:
         for ax in row:
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
+        concurrencies = sorted({m.point.concurrency for m in result.points})
         for ax in row[1:]:
             ax.set_xscale("log", base=2)
+            ax.set_xticks(concurrencies, [str(c) for c in concurrencies])
+            ax.minorticks_off()
     fig.tight_layout()
     return htmlreport.figure_png_base64(fig)
 
@@ -82,7 +85,8 @@ def _f(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
-COLUMNS = (("req/s", "request_throughput"), ("out tok/s", "output_tok_s"), ("TTFT p50", "ttft_ms.p50"),
+COLUMNS = (("req/s", "request_throughput"), ("out tok/s", "output_tok_s"), ("tok/s/GPU", "output_tok_s_per_gpu"),
+           ("TTFT p50", "ttft_ms.p50"),
            ("TTFT p99", "ttft_ms.p99"), ("ITL p50", "itl_ms.p50"), ("ITL p99", "itl_ms.p99"),
            ("E2E p50", "e2e_ms.p50"), ("E2E p99", "e2e_ms.p99"))
 

@@ -81,6 +81,7 @@ def test_sweep_against_a_launched_colocated_control(pd_run: dict, chromium: Chro
         assert p["output_tok_s_per_gpu"] == pytest.approx(p["output_tok_s"] / PD_GPUS)
         assert p["ratio"]["ttft_ms"]["p50"] == pytest.approx(p["ttft_ms"]["p50"] / p["control"]["ttft_ms"]["p50"])
         assert p["ratio"]["output_tok_s"] == pytest.approx(p["output_tok_s"] / p["control"]["output_tok_s"])
+        assert p["ratio"]["output_tok_s_per_gpu"] == pytest.approx(p["ratio"]["output_tok_s"] / PD_GPUS)
     assert doc["gate"]["max_regression"] is None and doc["gate"]["failures"] == []
     # the launched control is gone again, and the table was shown
     with pytest.raises(requests.RequestException):

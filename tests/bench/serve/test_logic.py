@@ -106,6 +106,9 @@ def test_ratios_and_regressions_have_the_right_direction() -> None:
     slow = from_tool_result(point, {**_tool_result(8, 16, 8), "duration": 4.0}, exact_counts=True, gpus=3)
     assert compare.regression("output_tok_s", slow, ctrl) == pytest.approx(50.0)  # half the throughput
     assert compare.regression("output_tok_s", ctrl, slow) == pytest.approx(-100.0)
+    one_gpu = from_tool_result(point, _tool_result(8, 16, 8), exact_counts=True, gpus=1)
+    assert compare.ratios(ctrl, one_gpu)["output_tok_s_per_gpu"] == pytest.approx(1 / 3)  # same tok/s, 3x GPUs
+    assert compare.regression("output_tok_s_per_gpu", ctrl, one_gpu) == pytest.approx(200 / 3)
 
 
 def test_gate_passes_within_the_limit_and_fails_over_it() -> None:
