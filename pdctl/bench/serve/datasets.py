@@ -63,8 +63,11 @@ def read_prompts(path: Path, what: str) -> list[str]:
     return texts
 
 
-def prepare(name: str, work_dir: Path) -> Dataset:
-    """The dataset NAME ("random", "gsm8k" or a JSONL path) ready for the tool; files go to WORK_DIR."""
+def prepare(name: str, work_dir: Path, records: int = 1) -> Dataset:
+    """The dataset NAME ("random", "gsm8k" or a JSONL path) ready for the tool; files go to WORK_DIR.
+
+    The tool sends at most one request per record of a text dataset, so the texts are repeated (in order)
+    until there are at least RECORDS records: a point never silently sends fewer requests than asked."""
     if name == "random":
         return Dataset(name, "random-ids", None, 0)
     if name == "gsm8k":
@@ -75,7 +78,8 @@ def prepare(name: str, work_dir: Path) -> Dataset:
             raise UserError(f"--dataset {name}: not 'random', 'gsm8k' or an existing JSONL file")
     texts = read_prompts(source, what)
     # The tool keeps records with two turns and samples the first one's tokens.
-    doc = [{"conversations": [{"from": "human", "value": t}, {"from": "gpt", "value": ""}]} for t in texts]
+    cycled = [texts[i % len(texts)] for i in range(max(records, len(texts)))]
+    doc = [{"conversations": [{"from": "human", "value": t}, {"from": "gpt", "value": ""}]} for t in cycled]
     work_dir.mkdir(parents=True, exist_ok=True)
     out = work_dir / "sharegpt.json"
     out.write_text(json.dumps(doc), encoding="utf-8")

@@ -93,7 +93,7 @@ def from_tool_result(point: Point, result: dict[str, Any] | None, *, exact_count
         return m
     errors = [e for e in result.get("errors") or [] if e]
     m.completed = int(result.get("completed") or 0)
-    m.errors = point.requests - m.completed
+    m.errors = len(errors)  # requests sent and failed (requests never sent are a problem, below)
     m.error_samples = list(dict.fromkeys(e.strip().splitlines()[-1][:300] for e in errors))[:3]
     m.duration_s = _num(result, "duration")
     in_lens = [int(n) for n, e in zip(result.get("input_lens") or [], result.get("errors") or []) if not e]

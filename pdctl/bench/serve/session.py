@@ -154,7 +154,7 @@ def run_request(req: BenchRequest, progress: Progress | None = None) -> BenchRes
     tool = find_tool(req.tool_python)
     points = spec.points()
     with _work_dir(req.work_dir) as work:
-        dataset = datasets.prepare(spec.dataset, work)
+        dataset = datasets.prepare(spec.dataset, work, records=max(p.requests for p in points) + spec.warmup)
         tokenizer = targets.tokenizer_for(candidate.url, req.tokenizer, work)
         if req.control_topology:
             say(ProgressUpdate("setup", 0, 0, f"launching the control topology {req.control_topology}"))

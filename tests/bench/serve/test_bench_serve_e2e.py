@@ -93,14 +93,17 @@ def test_sweep_against_a_launched_colocated_control(pd_run: dict, chromium: Chro
 
 
 def test_gate_fails_a_slowed_candidate(pd_run: dict) -> None:
+    # real text this time: the shipped GSM8K questions, tokenized by the tool and cut to exactly 16 tokens
     with SlowProxy(pd_run["router"], delay_s=0.4) as slow:
         done, doc = _bench(pd_run, "--url", slow.url, "--control-url", pd_run["router"], "--concurrency", "1",
-                           "--isl", "16", "--osl", "4", "--num-prompts", "3", "--warmup", "0",
+                           "--isl", "16", "--osl", "4", "--num-prompts", "3", "--warmup", "0", "--dataset", "gsm8k",
                            "--max-regression", "5%", "--gate-metrics", "ttft_ms.p50,e2e_ms.p50")
         assert slow.requests >= 3
     assert done.returncode == 1, done.stdout + done.stderr
     assert doc["ok"] is False and doc["errors"] == 0 and doc["problems"] == []
     (point,) = doc["points"]
+    for side in (point, point["control"]):
+        assert (side["completed"], side["input_tokens"], side["output_tokens"]) == (3, 3 * 16, 3 * 4), side
     assert point["ttft_ms"]["p50"] >= 400 > point["control"]["ttft_ms"]["p50"]  # the proxy's delay is in there
     metrics = {f["metric"] for f in doc["gate"]["failures"]}
     assert metrics == {"ttft_ms.p50", "e2e_ms.p50"}, doc["gate"]

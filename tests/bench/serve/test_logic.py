@@ -73,6 +73,7 @@ def test_counts_that_do_not_match_what_was_sent_are_problems() -> None:
     assert not m.ok and any("output tokens 56 != 8 x 8" in p for p in m.problems)
     wrong_n = from_tool_result(Point(0, 2, 16, 8, 9), _tool_result(8, 16, 8), exact_counts=True, gpus=None)
     assert any("reports 8 requests, 9 were asked" in p for p in wrong_n.problems)
+    assert wrong_n.errors == 0 and not wrong_n.ok  # a request never sent is no server error, but not OK either
 
 
 def test_failed_requests_are_errors_with_a_sample() -> None:
@@ -147,6 +148,9 @@ def test_datasets(tmp_path) -> None:
     user.write_text('{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}\n'
                     '{"messages": [{"role": "user", "content": "hey"}]}\n{"text": "plain"}\n')
     assert datasets.prepare(str(user), tmp_path / "u").prompts == 3
+    many = datasets.prepare(str(user), tmp_path / "m", records=7)  # the tool sends one request per record
+    texts = [r["conversations"][0]["value"] for r in json.loads(many.path.read_text())]
+    assert texts == ["hi", "hey", "plain", "hi", "hey", "plain", "hi"]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "ok"}\n{"nope": 1}\n')
     with pytest.raises(UserError, match=r"bad.jsonl:2"):
