@@ -49,17 +49,21 @@ class Tool:
 def find_tool(explicit: str | None) -> Tool:
     """The interpreter to run the tool with: EXPLICIT, else $PDCTL_SGLANG_PYTHON, else ./.venv-sglang, else this
     interpreter; UserError (exit 2) when none has SGLang."""
-    candidates = [explicit] if explicit else [os.environ.get(ENV_VAR), ".venv-sglang/bin/python", sys.executable]
+    checkout = Path(__file__).resolve().parents[3] / ".venv-sglang" / "bin" / "python"  # an editable install's
+    candidates = [explicit] if explicit else [os.environ.get(ENV_VAR), ".venv-sglang/bin/python", str(checkout),
+                                              sys.executable]
     tried = []
     for python in [c for c in candidates if c]:
         if not Path(python).exists():
             tried.append(f"{python} (missing)")
             continue
-        probe = subprocess.run(
-            [python, "-c", PROBE],
-            capture_output=True, text=True, timeout=120, check=False)
+        try:
+            probe = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=120, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            tried.append(f"{python} ({type(exc).__name__})")
+            continue
         if probe.returncode == 0 and probe.stdout.strip():
-            return Tool(python, probe.stdout.strip().splitlines()[-1])
+            return Tool(os.path.abspath(python), probe.stdout.strip().splitlines()[-1])
         tried.append(f"{python} (no sglang.benchmark.serving)")
     raise UserError("SGLang's serving benchmark was not found: " + "; ".join(tried),
                     "run `make sglang-env` (builds ./.venv-sglang), or pass --tool-python PYTHON with "
@@ -101,6 +105,8 @@ def run_sweep(tool: Tool, url: str, points: list[Point], spec: SweepSpec, datase
     failed, the process died, TIMEOUT_S passed) is all errors, with the reason from the log."""
     work_dir.mkdir(parents=True, exist_ok=True)
     outs = {p.index: work_dir / f"point-{p.index}.jsonl" for p in points}
+    for out in outs.values():  # the tool appends: a reused --work-dir must not hand back an older run's result
+        out.unlink(missing_ok=True)
     plan = {"points": [{"index": p.index, "argv": point_argv(p, spec, dataset, url, tokenizer, outs[p.index])}
                        for p in points]}
     (work_dir / "plan.json").write_text(json.dumps(plan, indent=1), encoding="utf-8")
@@ -127,7 +133,10 @@ def run_sweep(tool: Tool, url: str, points: list[Point], spec: SweepSpec, datase
                                            failure=status.get("error"))
                 results[point.index] = metrics
                 on_point(metrics)
-            proc.wait(timeout=60)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                pass  # its output is closed and every point reported: killed below
         finally:
             timer.cancel()
             _kill(proc)
