@@ -3,7 +3,8 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.pdctl-installed
-# SGLang's own code, importable on CPU, as an oracle for tests (its parser, its transfer math): a side venv.
+# SGLang's own code, importable on CPU, as an oracle for tests (its parser, its transfer math) and as the load
+# generator of `pdctl bench serve` (sglang.bench_serving): a side venv.
 SGLANG_VENV  ?= .venv-sglang
 SGLANG_STAMP := $(SGLANG_VENV)/.pdctl-sglang-installed
 export PDCTL_SGLANG_PYTHON ?= $(abspath $(SGLANG_VENV))/bin/python
@@ -54,7 +55,7 @@ lint: install
 demo: install
 	bash scripts/demo.sh
 
-bench: install
+bench: install sglang-env
 	$(BIN)/python -m benchmarks.run
 
 clean:

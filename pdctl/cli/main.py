@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "parity": "pdctl.cli.parity:parity",
     "bench-transfer": "pdctl.cli.bench:bench_transfer",
     "preflight": "pdctl.cli.preflight:preflight",
+    "bench": "pdctl.cli.bench_serve:bench_group",
     "reference": "pdctl.cli.reference:reference",
 }
 
@@ -41,6 +42,7 @@ SHORT_HELP: dict[str, str] = {
     "parity": "Logprob parity of a PD deployment against a reference server.",
     "bench-transfer": "Measure one request's KV transfer between real ranks.",
     "preflight": "Check the actual nodes (versions, GPUs, RDMA, model, ports) and a real cross-node transfer.",
+    "bench": "Serving sweeps against a control (bench serve); KV transfer (bench transfer).",
     "reference": "The CPU reference engine: checkpoints and serving.",
 }
 

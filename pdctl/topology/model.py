@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from pdctl.errors import UserError
+from pdctl.topology.bench import BenchConfig
 from pdctl.topology.sections import (
     BLACKWELL_GPUS,
     SERVER_KEYS,
@@ -124,6 +125,7 @@ class Topology(BaseModel):
     colocated: RoleConfig | None = None
     router: RouterConfig
     eval: EvalConfig
+    bench: BenchConfig = Field(default_factory=BenchConfig)
 
     @classmethod
     def from_file_model(cls, raw: TopologyFile, source_path: Path | None = None) -> Topology:
@@ -149,6 +151,7 @@ class Topology(BaseModel):
             server=raw.server,
             router=router,
             eval=raw.eval,
+            bench=raw.bench,
             **roles,
         )
 

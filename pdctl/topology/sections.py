@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from pdctl.topology.bench import BenchConfig
+
 GpuKind = Literal["gb300", "gb200", "b200", "h200", "h100", "cpu"]
 Backend = Literal["nixl", "mooncake"]
 Protocol = Literal["rdma", "tcp"]
@@ -349,3 +351,4 @@ class TopologyFile(_Section):
         description="sglang_router: PD mode over prefill/decode, regular mode over colocated replicas.",
     )
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Defaults for eval and parity.")
+    bench: BenchConfig = Field(default_factory=BenchConfig, description="Defaults for `pdctl bench serve`.")

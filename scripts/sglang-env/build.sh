@@ -28,5 +28,6 @@ from sglang.srt.server_args import ServerArgs  # noqa: F401
 import sglang.srt.disaggregation.common.conn  # noqa: F401
 import sglang.srt.disaggregation.nixl.conn  # noqa: F401
 import sglang.srt.disaggregation.mooncake.conn  # noqa: F401
+import sglang.benchmark.serving  # noqa: F401  (pdctl bench serve runs it)
 print(f"sglang {sglang.__version__} imports on CPU")
 PY

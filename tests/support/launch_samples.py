@@ -63,3 +63,19 @@ prefill: {nodes: [p0], replicas: 2, tp: 4, port: 30000}
 decode: {nodes: [d0, d1], tp: 16, dp: 16, enable_dp_attention: true, port: 30100, radix_cache: true}
 router: {node: p0, port: 8000, policy: round_robin, args: {log-level: debug}}
 """
+
+
+def local_cpu_reference(tmp: Path, checkpoint: Path, *, name: str = "launch-ref-test", **overrides: Any) -> Path:
+    """configs/local-cpu-reference.yaml (one colocated TP1 server behind the router) rewritten for a test: free
+    ports, the test checkpoint, this interpreter; OVERRIDES merged into the top-level sections as local_cpu's."""
+    doc = yaml.safe_load((REPO / "configs" / "local-cpu-reference.yaml").read_text())
+    doc["name"] = name
+    doc["engine"]["python"] = sys.executable
+    doc["model"] = {"path": str(checkpoint)}
+    doc["colocated"]["port"] = free_port()
+    doc["router"]["port"] = free_port()
+    for key, value in overrides.items():
+        doc[key] = {**doc[key], **value} if isinstance(value, dict) and isinstance(doc.get(key), dict) else value
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path

@@ -1,0 +1,191 @@
+"""`pdctl bench serve` (and `pdctl bench transfer`, the same command as `bench-transfer`): options and rendering.
+
+The work lives in pdctl.bench.serve (session -> tool -> metrics/compare -> results -> report).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import click
+
+from pdctl.cli.bench import bench_transfer
+from pdctl.cli.options import json_option
+from pdctl.cli.render import console, err_console, write_json
+from pdctl.errors import CheckFailed
+
+
+@click.group("bench")
+def bench_group() -> None:
+    """Performance of a deployment: serving sweeps (serve) and one request's KV transfer (transfer)."""
+
+
+bench_group.add_command(bench_transfer, "transfer")
+
+
+def _f(value: float | None, digits: int = 4) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:.{digits}g}"
+
+
+class LiveProgress:
+    """A rich bar per deployment (points done / total, the last point's numbers); a plain line per point when
+    the console is not a terminal (CI logs, pipes)."""
+
+    def __init__(self, out) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.out = out
+        self.live = out.is_terminal
+        self.progress = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), console=out,
+                                 disable=not self.live)
+        self.tasks: dict[str, Any] = {}
+
+    def __call__(self, update) -> None:
+        if update.phase == "setup":
+            self.out.print(f"bench serve: {update.detail}", highlight=False, markup=False)
+            return
+        stats = update.detail
+        m = update.metrics
+        if m is not None:
+            p = m.point
+            stats = (f"c={p.concurrency} isl={p.isl} osl={p.osl}: {_f(m.output_tok_s)} tok/s, TTFT p50 "
+                     f"{_f(m.latency.get('ttft_ms', {}).get('p50'))} ms, errors {m.errors}")
+        if not self.live:
+            self.out.print(f"bench serve {update.phase}: {update.done}/{update.total}  {stats}", highlight=False,
+                           markup=False)
+            return
+        task = self.tasks.get(update.phase)
+        if task is None:
+            task = self.tasks[update.phase] = self.progress.add_task(update.phase, total=update.total, stats="")
+        self.progress.update(task, completed=update.done, total=update.total, stats=stats)
+
+
+COLUMNS = (("req/s", "request_throughput"), ("out tok/s", "output_tok_s"), ("TTFT p50", "ttft_ms.p50"),
+           ("TTFT p90", "ttft_ms.p90"), ("TTFT p99", "ttft_ms.p99"), ("ITL p50", "itl_ms.p50"),
+           ("ITL p99", "itl_ms.p99"), ("E2E p50", "e2e_ms.p50"), ("E2E p99", "e2e_ms.p99"))
+
+
+def render(result, out) -> None:
+    """The per-point table (candidate, control, ratio rows), problems, gate failures and the verdict."""
+    from rich.table import Table
+
+    from pdctl.bench.serve.compare import ratio_of
+
+    ctrl = f"  vs  control {result.control.url} ({result.control.gpus or '?'} GPUs)" if result.control else ""
+    out.print(f"candidate {result.candidate.url} ({result.candidate.gpus or '?'} GPUs){ctrl}", highlight=False)
+    out.print(f"tool: {result.tool}; dataset {result.dataset}; API {result.spec.api}; warm-up {result.spec.warmup};"
+              f" seed {result.spec.seed}; latencies in ms", highlight=False)
+    table = Table(title="ratio = candidate / control" if result.control else None, title_justify="left")
+    for col in ("c", "isl", "osl", "side", "ok/req", *(name for name, _ in COLUMNS), "tok/s/GPU"):
+        table.add_column(col, justify="right")
+    controls = result.control_points or [None] * len(result.points)
+    for cand, con in zip(result.points, controls):
+        p = cand.point
+        for side, m in (("candidate", cand), ("control", con)):
+            if m is None:
+                continue
+            style = None if m.ok else "red"
+            table.add_row(str(p.concurrency), str(p.isl), str(p.osl), side, f"{m.completed}/{p.requests}",
+                          *(_f(m.value(key)) for _, key in COLUMNS), _f(m.output_tok_s_per_gpu), style=style)
+        if con is not None:
+            table.add_row("", "", "", "[bold]ratio[/]", "", *(_f(ratio_of(key, cand, con), 3) for _, key in COLUMNS),
+                          _f(ratio_of("output_tok_s_per_gpu", cand, con), 3))
+    if not out.is_terminal:  # a log or a pipe: 15 columns need more than rich's default 80
+        out.width = max(out.width, 160)
+    out.print(table)
+    for problem in result.problems:
+        out.print(f"[red]inconsistent:[/] {problem}", highlight=False)
+    for side, points in (("candidate", result.points), ("control", result.control_points or [])):
+        for m in points:
+            for sample in m.error_samples:
+                out.print(f"[red]{side} c={m.point.concurrency} isl={m.point.isl} osl={m.point.osl} error:[/] "
+                          f"{sample}", highlight=False)
+    for failure in result.gate_failures:
+        out.print(f"[red]gate:[/] c={failure.concurrency} isl={failure.isl} osl={failure.osl}: {failure.message}",
+                  highlight=False)
+    if result.max_regression is not None and not result.gate_failures and result.control_points is not None:
+        out.print(f"gate: no regression over {result.max_regression:g}% on {', '.join(result.gate_metrics)}",
+                  highlight=False)
+    out.print("[bold green]BENCH OK[/]" if result.ok else "[bold red]BENCH FAILED[/]")
+
+
+@bench_group.command("serve")
+@click.option("--url", help="The deployment under test (router or server URL).")
+@click.option("--run-dir", type=click.Path(file_okay=False),
+              help="A `pdctl launch` run: its router (default: the latest run when --url is not given).")
+@click.option("--topology", type=click.Path(dir_okay=False),
+              help="With --url: take bench.serve defaults and the GPU count from this topology.")
+@click.option("--control-url", metavar="URL", help="The control deployment to compare against.")
+@click.option("--control-topology", type=click.Path(dir_okay=False),
+              help="Launch this topology as the control for the run, tear it down afterwards.")
+@click.option("--concurrency", metavar="N,...", help="Concurrency levels. [default: topology bench.serve or 1,8]")
+@click.option("--isl", metavar="N,...", help="Input lengths in tokens. [default: 256]")
+@click.option("--osl", metavar="N,...", help="Output lengths in tokens (EOS ignored). [default: 64]")
+@click.option("--dataset", help="random | gsm8k | a ShareGPT-style JSONL file. [default: random]")
+@click.option("--num-prompts", type=int, help="Requests per point. [default: 4 x concurrency, at least 8]")
+@click.option("--warmup", type=int, help="Warm-up requests before each point. [default: 2]")
+@click.option("--seed", type=int, help="Seed of prompts and request order. [default: 1]")
+@click.option("--api", type=click.Choice(["generate", "completions", "chat"]), default="generate",
+              show_default=True, help="SGLang /generate (token ids, exact counts) or the OpenAI endpoints.")
+@click.option("--request-rate", type=float, help="Poisson arrivals at R requests/s (default: as fast as the "
+              "concurrency allows).")
+@click.option("--max-regression", metavar="P%", help="Exit 1 when a gated metric is more than P% worse than the "
+              "control at any point.")
+@click.option("--gate-metrics", metavar="M,...", help="Metrics the gate holds. [default: output_tok_s,"
+              "ttft_ms.p50,itl_ms.p50]")
+@click.option("--gpus", type=int, help="GPUs of the candidate (per-GPU throughput; default: from its topology "
+              "or its servers).")
+@click.option("--control-gpus", type=int, help="GPUs of the control (default: as for the candidate).")
+@click.option("--tokenizer", help="Tokenizer dir or id the tool counts with (default: what the server reports).")
+@click.option("--tool-python", type=click.Path(dir_okay=False),
+              help="Interpreter with SGLang installed (default: $PDCTL_SGLANG_PYTHON, ./.venv-sglang, this one).")
+@click.option("--work-dir", type=click.Path(file_okay=False),
+              help="Keep the tool's plans, outputs and log here (default: a temporary dir, removed).")
+@click.option("--launch-timeout", type=float, default=600.0, show_default=True,
+              help="--control-topology: seconds to wait for it to become healthy.")
+@click.option("--timeout", type=float, default=3600.0, show_default=True,
+              help="Seconds one deployment's sweep may take.")
+@json_option("the results")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Write an HTML report here.")
+def serve(json_path: str | None, report_path: str | None, concurrency: str | None, isl: str | None,
+          osl: str | None, **options: Any) -> None:
+    """Serving throughput and latency over a sweep, against a control, with a regression gate.
+
+    Runs SGLang's own serving benchmark at every (concurrency, isl, osl) point against the candidate and, when
+    given, the control; reports request and token throughput (also per GPU), TTFT, ITL/TPOT and E2E p50/p90/p99
+    and errors per point, and candidate/control ratios. Exit 0 = every request served, every count as sent
+    and no gated regression; 1 = failed requests, inconsistent counts or a regression over --max-regression;
+    2 = bad input or unreachable URL.
+    """
+    from pdctl.bench.serve.session import BenchRequest, run_request
+    from pdctl.bench.serve.sweep import parse_int_list
+
+    if report_path:  # before the sweep, not after it
+        from pdctl.extras import require
+
+        require("matplotlib", what="bench serve --report")
+    req = BenchRequest(concurrency=parse_int_list(concurrency, "--concurrency"), isl=parse_int_list(isl, "--isl"),
+                       osl=parse_int_list(osl, "--osl"), **options)
+    out = err_console if json_path == "-" else console
+    progress = LiveProgress(out)
+    with progress.progress:
+        result = run_request(req, progress=progress)
+    render(result, out)
+    if report_path:
+        from pdctl.bench.serve.report import write_report
+
+        out.print(f"report: {write_report(result, report_path)}", highlight=False)
+    write_json(json_path, result.document())
+    if not result.ok:
+        why = []
+        if result.errors:
+            why.append(f"{result.errors} request(s) failed")
+        if result.problems:
+            why.append(f"{len(result.problems)} inconsistent count(s)")
+        if result.gate_failures:
+            why.append(f"{len(result.gate_failures)} gate failure(s)")
+        raise CheckFailed("bench serve failed: " + ", ".join(why))
