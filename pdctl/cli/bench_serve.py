@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from pdctl.cli.bench import bench_transfer
-from pdctl.cli.options import json_option
+from pdctl.cli.options import json_option, writable
 from pdctl.cli.render import console, err_console, write_json
 from pdctl.errors import CheckFailed
 
@@ -150,7 +150,7 @@ def render(result, out) -> None:
 @click.option("--timeout", type=float, default=3600.0, show_default=True,
               help="Seconds one deployment's sweep may take.")
 @json_option("the results")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Write an HTML report here.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), callback=writable, help="Write an HTML report here.")
 def serve(json_path: str | None, report_path: str | None, concurrency: str | None, isl: str | None,
           osl: str | None, **options: Any) -> None:
     """Serving throughput and latency over a sweep, against a control, with a regression gate.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -13,16 +14,45 @@ run_dir_option = click.option(
 """`--run-dir` of the commands that act on an existing run (status, logs, down): default is the latest run."""
 
 
+def cannot_write(path: str) -> str | None:
+    """Why PATH cannot be written as an output file (None if it can): tried for real, by opening it for
+    appending (nothing is truncated; a file that did not exist is removed again)."""
+    target = Path(path)
+    if target.is_dir():
+        return f"{path} is a directory"
+    existed = target.exists()
+    try:
+        with open(target, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        return f"cannot write {path}: {exc.strerror or exc}"
+    if not existed:
+        target.unlink(missing_ok=True)
+    return None
+
+
+def writable(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """click callback of output-file options: check the file can be written BEFORE the command does its
+    work (a verdict computed for minutes must not be lost to a typo in --json/--report)."""
+    if value is None or value == "-":
+        return value
+    problem = cannot_write(value)
+    if problem:
+        raise click.BadParameter(problem)
+    return value
+
+
 def json_option(what: str) -> Callable[[Any], Any]:
     """`--json PATH` (into the `json_path` parameter) of a command that writes WHAT as a JSON document;
-    '-' = stdout (human output then goes to stderr). A directory is refused while parsing, before the
-    command does any work; other unwritable paths fail in `write_json`."""
+    '-' = stdout (human output then goes to stderr). PATH is checked writable while parsing, before the
+    command does any work."""
     return click.option(
         "--json",
         "json_path",
         type=click.Path(dir_okay=False, allow_dash=True),
         metavar="PATH",
         default=None,
+        callback=writable,
         help=f"Write {what} as JSON to PATH ('-' = stdout).",
     )
 

@@ -9,7 +9,7 @@ import math
 
 import click
 
-from pdctl.cli.options import json_option
+from pdctl.cli.options import json_option, writable
 from pdctl.cli.render import console, err_console, write_json
 from pdctl.errors import CheckFailed
 
@@ -124,7 +124,7 @@ def _render(result, out) -> None:
 @click.option("--launch-timeout", type=float, default=600.0, show_default=True,
               help="--reference-topology: seconds to wait for it to become healthy.")
 @json_option("the verdict")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Write an HTML report here.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), callback=writable, help="Write an HTML report here.")
 def parity(candidate_url, run_dir, reference_url, reference_topology, decode_url, prefill_url, cold, warm,
            concurrent, prompts_file, max_new_tokens, tolerance, control, copies, max_prompt_tokens, model,
            page_size, vocab_size, sliding_window, chunked_prefill_size, context_length, seed, launch_timeout,

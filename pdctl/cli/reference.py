@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from pdctl.cli.options import json_option
 from pdctl.cli.render import console, write_json
 
 
@@ -15,7 +16,7 @@ def reference() -> None:
 @reference.command("init-checkpoint")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--seed", type=int, default=0, show_default=True, help="weights are a pure function of the seed")
-@click.option("--json", "json_path", default=None, help="write {path, seed, config} as JSON ('-' = stdout)")
+@json_option("{path, seed, config}")
 def init_checkpoint_cmd(directory: str, seed: int, json_path: str | None) -> None:
     """Write a small deterministic checkpoint (config.json + model.safetensors) to DIRECTORY."""
     import json

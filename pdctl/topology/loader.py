@@ -146,6 +146,8 @@ def _message(kind: str, value: Any, ctx: dict[str, Any], fallback: str) -> str:
         return f"expected a name matching {ctx.get('pattern')}, got {got}"
     if kind == "string_too_short":
         return "expected a non-empty string"
+    if kind == "string_too_long":
+        return f"expected at most {ctx.get('max_length')} characters, got {len(value) if isinstance(value, str) else got}"
     if kind == "too_short":
         return f"expected at least {ctx.get('min_length', 1)} item(s), got none"
     if kind == "finite_number":

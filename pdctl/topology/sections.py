@@ -23,6 +23,9 @@ KvLayout = Literal["nhd", "hnd", "vectorized_5d"]
 KvCacheDtype = Literal["auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16"]
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
+# A deployment name becomes a directory (.pdctl/runs/<name>), a Slurm job name and part of log file names:
+# 63 characters (a DNS label) keeps every one of those valid.
+NAME_MAX = 63
 NODE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # GPU kinds that are SM100+ (Blackwell); used by compat rules (mxfp8, trtllm_mha) and docs.
 BLACKWELL_GPUS: frozenset[str] = frozenset({"gb300", "gb200", "b200"})
@@ -325,7 +328,8 @@ class TopologyFile(_Section):
     that against the YAML (so the error can name the line) and `schema.py` states it as if/then/else.
     """
 
-    name: str = Field(..., pattern=NAME_PATTERN, description="Deployment name: [a-z0-9][a-z0-9-]*.")
+    name: str = Field(..., pattern=NAME_PATTERN, max_length=NAME_MAX,
+                      description=f"Deployment name: [a-z0-9][a-z0-9-]*, at most {NAME_MAX} characters.")
     mode: Mode = Field(
         "pd", description="pd = prefill/decode disaggregated (prefill: + decode:); colocated = plain "
         "non-PD servers (colocated:), e.g. the reference server `pdctl parity` compares against.",

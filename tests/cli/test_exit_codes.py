@@ -124,3 +124,26 @@ def test_every_command_writes_the_error_document_on_exit_2(args: list[str], tmp_
     # '-' puts the document on stdout
     done = _pdctl(*args, "--json", "-", timeout=120)
     assert done.returncode == 2 and json.loads(done.stdout)["ok"] is False
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check-compat", str(REPO / "configs" / "local-cpu.yaml"), "--json", "{blocker}/out.json"],
+        ["plan", str(REPO / "configs" / "local-cpu.yaml"), "--json", "{tmp}"],
+        ["eval", "gsm8k", "--url", "http://127.0.0.1:9", "--results", "{blocker}/r.jsonl"],
+        ["parity", "--candidate", "http://127.0.0.1:9", "--reference", "http://127.0.0.1:9", "--report",
+         "{blocker}/r.html"],
+    ],
+    ids=["check-compat-json", "plan-json-dir", "eval-results", "parity-report"],
+)
+def test_an_unwritable_output_is_refused_before_any_work(tmp_path: Path, args: list[str]) -> None:
+    """Issue 16: `--json` to an unwritable path printed the whole report, then exited 2: the verdict was lost.
+    Every output file is now tried before the command does its work."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    done = _pdctl(*[a.format(blocker=blocker, tmp=tmp_path) for a in args])
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "Invalid value for" in done.stderr and ("cannot write" in done.stderr or "is a directory" in done.stderr)
+    assert done.stdout == "", "the command did its work (printed its report) before refusing its output file"

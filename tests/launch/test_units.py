@@ -232,7 +232,7 @@ def test_print_error_keeps_log_lines_whole_and_escapes_the_message() -> None:
         ("[]", ["status"], "expected a JSON object in a run state, got list"),
         ('{"processes": 3}', ["logs"], "run state has no valid `processes` list"),
         ("{", ["down"], "not valid JSON"),
-        ("{}", ["status", "--json", "{tmp}/no/such/dir/s.json"], "cannot write --json file"),
+        ("{}", ["status", "--json", "{tmp}/no/such/dir/s.json"], "cannot write"),
         # pgid 0 is the CALLER's own process group: `down` once killed the shell (and pytest) that ran it
         ('{"processes": [{"name": "prefill-0", "pid": 0, "pgid": 0, "executor": "local"}]}', ["down"],
          "has pid 0, which is not a process pdctl started; refusing to act on it"),

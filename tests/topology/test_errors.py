@@ -166,3 +166,12 @@ def test_text_and_data_sources_name_themselves() -> None:
     with pytest.raises(UserError, match=r"^<data>: nodes: expected a list, got the string 'n0'"):
         build_topology({"name": "x", "model": {"path": "m"}, "nodes": "n0", "prefill": {"nodes": ["n0"]},
                         "decode": {"nodes": ["n0"]}})
+
+
+def test_a_name_too_long_for_a_directory_is_refused_at_load(tmp_path: Path) -> None:
+    """Issue 16: a 300-character name loaded, then failed later with "File name too long" (run dir, job name)."""
+    name = MINIMAL.splitlines()[0]
+    assert name.startswith("name: ")
+    msg = _error(tmp_path, MINIMAL.replace(name, "name: " + "a" * 300, 1))
+    assert msg == "topo.yaml:1:7: name: expected at most 63 characters, got 300"
+    assert load_topology_text(MINIMAL.replace(name, "name: " + "a" * 63, 1), source="t.yaml").name == "a" * 63
