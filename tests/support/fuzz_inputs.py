@@ -119,6 +119,10 @@ def build_pool(root: Path) -> FuzzPool:
     add("a-file", "plain file", "output")
     for out in (root / "a-file" / "below-a-file", root / "new-output.json", root / "a-dir.yaml", "-"):
         pool.add("output", out)
+    for work in (root / "new-work-dir", root / "a-file" / "work", root / "a-file"):
+        pool.add("workdir", work)
+    for program in ("/nonexistent/pdctl-fuzz/python3", "/bin/false", str(root / "a-file")):
+        pool.add("executable", program)
     # URLs: reserved loopback ports with nothing listening, and malformed ones (never another host)
     dead = free_port()
     pool.urls = [f"http://127.0.0.1:{dead}", f"http://127.0.0.1:{dead}/v1", "http://", "ftp://127.0.0.1/x",
