@@ -12,6 +12,7 @@ import click
 
 from pdctl.cli.bench import bench_transfer
 from pdctl.cli.options import json_option, writable
+from pdctl.cli.progress import PhaseProgress
 from pdctl.cli.render import console, err_console, write_json
 from pdctl.errors import CheckFailed
 
@@ -30,38 +31,22 @@ def _f(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
-class LiveProgress:
-    """A rich bar per deployment (points done / total, the last point's numbers); a plain line per point when
-    the console is not a terminal (CI logs, pipes)."""
+class LiveProgress(PhaseProgress):
+    """A bar per deployment: points done / total, the last point's numbers."""
 
     def __init__(self, out) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.out = out
-        self.live = out.is_terminal
-        self.progress = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), console=out,
-                                 disable=not self.live)
-        self.tasks: dict[str, Any] = {}
+        super().__init__(out, "bench serve", width=10)
 
     def __call__(self, update) -> None:
         if update.phase == "setup":
-            self.out.print(f"bench serve: {update.detail}", highlight=False, markup=False)
+            self.note(update.detail)
             return
-        stats = update.detail
-        m = update.metrics
+        stats, m = update.detail, update.metrics
         if m is not None:
             p = m.point
             stats = (f"c={p.concurrency} isl={p.isl} osl={p.osl}: {_f(m.output_tok_s)} tok/s, TTFT p50 "
                      f"{_f(m.latency.get('ttft_ms', {}).get('p50'))} ms, errors {m.errors}")
-        if not self.live:
-            self.out.print(f"bench serve {update.phase}: {update.done}/{update.total}  {stats}", highlight=False,
-                           markup=False)
-            return
-        task = self.tasks.get(update.phase)
-        if task is None:
-            task = self.tasks[update.phase] = self.progress.add_task(update.phase, total=update.total, stats="")
-        self.progress.update(task, completed=update.done, total=update.total, stats=stats)
+        self.show(update.phase, update.done, update.total, stats)
 
 
 COLUMNS = (("req/s", "request_throughput"), ("out tok/s", "output_tok_s"), ("TTFT p50", "ttft_ms.p50"),

@@ -10,6 +10,7 @@ import math
 import click
 
 from pdctl.cli.options import json_option, writable
+from pdctl.cli.progress import PhaseProgress
 from pdctl.cli.render import console, err_console, write_json
 from pdctl.errors import CheckFailed
 
@@ -20,34 +21,19 @@ def _fmt(value: float | None) -> str:
     return "inf" if not math.isfinite(value) else f"{value:.4g}"
 
 
-class LiveProgress:
-    """Parity's live progress (as `eval gsm8k` shows its own): one rich bar per phase — cold, warm, control
-    warm, concurrent, ... — with prompts done/total and the passes and failures so far. On a console that is
-    not a terminal (CI logs, pipes) rich cannot redraw, so a plain line is printed per prompt instead."""
+class LiveProgress(PhaseProgress):
+    """Parity's live progress (as `eval gsm8k` shows its own): one bar per phase — cold, warm, control warm,
+    concurrent, ... — with prompts done/total and the passes and failures so far."""
 
     def __init__(self, out) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.out = out
-        self.live = out.is_terminal
-        self.progress = Progress(TextColumn("{task.description:<20}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), console=out,
-                                 transient=False, disable=not self.live)
-        self.tasks: dict[str, int] = {}
+        super().__init__(out, "parity")
 
     def __call__(self, update) -> None:
         if update.phase == "setup":  # before any prompt is sent: say what is happening
-            self.out.print(f"parity: {update.detail}", highlight=False, markup=False)
-            return
-        stats = f"pass {update.passed} fail {update.failed}  {update.detail}"
-        if not self.live:
-            self.out.print(f"parity {update.phase}: {update.done}/{update.total}  {stats}", highlight=False,
-                           markup=False)
-            return
-        task = self.tasks.get(update.phase)
-        if task is None:
-            task = self.tasks[update.phase] = self.progress.add_task(update.phase, total=update.total, stats="")
-        self.progress.update(task, completed=update.done, total=update.total, stats=stats)
+            self.note(update.detail)
+        else:
+            self.show(update.phase, update.done, update.total,
+                      f"pass {update.passed} fail {update.failed}  {update.detail}")
 
 
 def _render(result, out) -> None:
@@ -136,6 +122,10 @@ def parity(candidate_url, run_dir, reference_url, reference_topology, decode_url
     """
     from pdctl.parity.session import ParityRequest, run_request
 
+    if report_path:  # before the comparisons, not after them
+        from pdctl.extras import require
+
+        require("matplotlib", what="parity --report")
     modes = tuple(m for m, on in (("cold", cold), ("warm", warm), ("concurrent", concurrent)) if on)
     req = ParityRequest(
         candidate_url=candidate_url, run_dir=run_dir, reference_url=reference_url,

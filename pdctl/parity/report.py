@@ -2,18 +2,15 @@
 
 Why HTML with an embedded PNG: the report is something a user attaches to an issue or a PR (as SGLang
 PR #40909's validation did with its numbers); one file with no external assets opens anywhere. matplotlib
-is imported here only, lazily, with the Agg backend (no display on servers).
+is imported lazily through pdctl.htmlreport (Agg backend, no display on servers).
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import math
 from pathlib import Path
 
-from pdctl.errors import UserError
 from pdctl.parity.compare import Comparison
 from pdctl.parity.results import ModeResult, ParityResult
 
@@ -22,22 +19,17 @@ def _finite(values: list[float]) -> list[float]:
     return [v if math.isfinite(v) else math.nan for v in values]
 
 
-def plot_png(result: ParityResult) -> bytes:
-    """PNG bytes: one panel per mode, |Δ logprob| of every comparison at each position, control in grey."""
-    import matplotlib
+def plot_figure(result: ParityResult):
+    """One panel per mode: |Δ logprob| of every comparison at each position, control in grey."""
+    from pdctl.htmlreport import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     modes = list(result.modes.values())
     fig, axes = plt.subplots(1, max(1, len(modes)), figsize=(5.2 * max(1, len(modes)), 4.0), squeeze=False)
     for ax, mode in zip(axes[0], modes):
         _plot_mode(ax, mode, result)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
-    return buf.getvalue()
+    return fig
 
 
 def _plot_mode(ax, mode: ModeResult, result: ParityResult) -> None:
@@ -106,7 +98,9 @@ def _mode_table(mode: ModeResult) -> str:
 
 def render_html(result: ParityResult) -> str:
     """The whole report as one HTML string (the plot inlined as a base64 PNG)."""
-    png = base64.b64encode(plot_png(result)).decode("ascii")
+    from pdctl.htmlreport import figure_png_base64
+
+    png = figure_png_base64(plot_figure(result), dpi=100)
     verdict = "PASS" if result.ok else "FAIL"
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>pdctl parity: {verdict}</title>
@@ -128,9 +122,6 @@ suite computed from: {html.escape(result.facts or 'prompts file')}</p>
 
 def write_report(result: ParityResult, path: str | Path) -> Path:
     """Write the HTML report to PATH (bad path = exit 2)."""
-    target = Path(path)
-    try:
-        target.write_text(render_html(result), encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot write --report {target}: {exc.strerror or exc}") from exc
-    return target
+    from pdctl import htmlreport
+
+    return htmlreport.write_report(render_html(result), path)
