@@ -59,12 +59,12 @@ SCHEDULER_LABELS = ("model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_r
 TOKENIZER_LABELS = ("model_name", "engine_type")
 
 # ---- sglang-router 0.3.x (its Rust exporter on --prometheus-port) ------------------------------------
-ROUTER_REQUESTS = "smg_http_requests_total"
-ROUTER_DURATION = "smg_http_request_duration_seconds"
-ROUTER_TTFT = "smg_router_ttft_seconds"
-ROUTER_ERRORS = "smg_router_request_errors_total"
-ROUTER_ACTIVE = "smg_worker_requests_active"
-ROUTER_TOKENS = "smg_router_tokens_total"
+ROUTER_REQUESTS_ROUTED = "smg_router_requests_total"  # generation requests routed (not health checks)
+ROUTER_DURATION = "smg_router_request_duration_seconds"  # per routed request, end to end
+ROUTER_RESPONSES = "smg_http_responses_total"  # label status_code
+ROUTER_ACTIVE = "smg_worker_requests_active"  # in flight to each worker
+ROUTER_TTFT = "smg_router_ttft_seconds"  # gRPC mode only (HTTP PD mode records none)
+ROUTER_TOKENS = "smg_router_tokens_total"  # gRPC mode only
 
 
 def engine_type(role: str) -> str:
