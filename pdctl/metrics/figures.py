@@ -86,12 +86,17 @@ def quantile(q: float, cumulative: Buckets | None) -> float | None:
 
 
 def percentiles_ms(cur: Scrape, prev: Scrape | None, name: str) -> dict[str, float] | None:
-    """p50 and p99 in milliseconds of histogram NAME (seconds) over the interval (or lifetime)."""
+    """p50 and p99 (bucket-interpolated) and the exact mean, in milliseconds, of histogram NAME (seconds)
+    over the interval (or lifetime), with the number of observations; None without any."""
     window = bucket_increase(buckets(cur, name), buckets(prev, name) if prev else None)
     p50, p99 = quantile(0.5, window), quantile(0.99, window)
-    if p50 is None or p99 is None:
+    if p50 is None or p99 is None or not window:
         return None
-    return {"p50": round(p50 * 1000, 3), "p99": round(p99 * 1000, 3), "count": int(window[-1][1])}  # type: ignore[index]
+    count = window[-1][1]
+    grown = increase(total(cur, name + "_sum"), total(prev, name + "_sum") if prev else None)
+    mean = None if grown is None else grown / count
+    return {"p50": round(p50 * 1000, 3), "p99": round(p99 * 1000, 3),
+            "mean": None if mean is None else round(mean * 1000, 3), "count": int(count)}
 
 
 def _rate(cur: Scrape, prev: Scrape | None, name: str, **match: str) -> float | None:
