@@ -83,7 +83,8 @@ def _watch(run_dir: str | None, interval: float, json_path: str | None) -> None:
                 if view is None:
                     from rich.live import Live
 
-                    view = Live(table, console=out, auto_refresh=False)
+                    view = Live(table, console=out, auto_refresh=False, redirect_stdout=False,
+                                redirect_stderr=False)
                     view.__enter__()
                 view.update(table, refresh=True)
             else:  # a log or a pipe: no terminal width to fit, keep every column readable

@@ -170,8 +170,9 @@ def router_figures(cur: Scrape, prev: Scrape | None = None, *, workers: set[str]
         "running": _int(sum(active)) if cur.has(N.ROUTER_ACTIVE) else None,
         "ttft_ms": percentiles_ms(cur, prev, N.ROUTER_TTFT),
         "e2e_ms": percentiles_ms(cur, prev, N.ROUTER_DURATION),
-        "errors": _int(increase(errors_now, errors_before)) if prev is not None else _int(errors_now),
-        "totals": {"requests": _int(total(cur, N.ROUTER_REQUESTS_ROUTED)), "errors": _int(errors_now)},
+        "errors": _int(increase(errors_now, errors_before) or 0),
+        # the router's exporter creates a series on its first event: none yet = 0
+        "totals": {"requests": _int(total(cur, N.ROUTER_REQUESTS_ROUTED) or 0), "errors": _int(errors_now or 0)},
     }
 
 
