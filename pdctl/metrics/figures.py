@@ -107,7 +107,7 @@ def _rate(cur: Scrape, prev: Scrape | None, name: str, **match: str) -> float | 
 
 
 def _int(value: float | None) -> int | None:
-    return None if value is None else int(round(value))
+    return None if value is None else round(value)
 
 
 def engine_figures(cur: Scrape, prev: Scrape | None = None) -> dict[str, Any]:
