@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from pdctl.cli.options import json_option, run_dir_option
+from pdctl.cli.options import FiniteFloatRange, json_option, run_dir_option
 from pdctl.cli.render import console, err_console, write_json
 
 DASH = "—"
@@ -18,7 +18,7 @@ DASH = "—"
 @click.option("--watch", "-w", is_flag=True,
               help="Live view of every process and the router (requests/s, tokens/s, queue, KV usage, TTFT and "
                    "ITL percentiles over the last interval, transfer failures) until Ctrl-C.")
-@click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
+@click.option("--interval", type=FiniteFloatRange(min=0.2), default=2.0, show_default=True,
               help="Seconds between refreshes of --watch.")
 @json_option("the status document (with --watch: rewritten every refresh; '-' = one JSON line per refresh)")
 def status(run_dir: str | None, watch: bool, interval: float, json_path: str | None) -> None:

@@ -157,9 +157,12 @@ def engine_figures(cur: Scrape, prev: Scrape | None = None) -> dict[str, Any]:
 def router_figures(cur: Scrape, prev: Scrape | None = None, *, workers: set[str] | None = None) -> dict[str, Any]:
     """The figures of sglang-router 0.3.x from its Prometheus port: requests it routed, their end-to-end
     latency, the requests in flight (summed over WORKERS, the decode workers of a PD run: a PD request is
-    in flight on a prefill and a decode worker at once; all workers when empty), and errors (non-2xx
-    answers). In HTTP PD mode the router records no TTFT or token counts (its gRPC mode does): None."""
-    errors_now, errors_before = _router_errors(cur), _router_errors(prev) if prev else None
+    in flight on a prefill and a decode worker at once; all workers when empty), and errors (routed requests
+    that failed: smg_router_request_errors_total — not the router's own 503s to readiness probes, nor input
+    it refused before routing). In HTTP PD mode the router records no TTFT or token counts (its gRPC mode
+    does): None. Its exporter creates a series at its first event: none yet = 0."""
+    errors_now = total(cur, N.ROUTER_ERRORS) or 0
+    errors_before = (total(prev, N.ROUTER_ERRORS) or 0) if prev else None
     active = [v for labels, v in cur.series(N.ROUTER_ACTIVE) if not workers or labels.get("worker") in workers]
     return {
         "kind": "router",
@@ -170,15 +173,7 @@ def router_figures(cur: Scrape, prev: Scrape | None = None, *, workers: set[str]
         "running": _int(sum(active)) if cur.has(N.ROUTER_ACTIVE) else None,
         "ttft_ms": percentiles_ms(cur, prev, N.ROUTER_TTFT),
         "e2e_ms": percentiles_ms(cur, prev, N.ROUTER_DURATION),
-        "errors": _int(increase(errors_now, errors_before) or 0),
-        # the router's exporter creates a series on its first event: none yet = 0
-        "totals": {"requests": _int(total(cur, N.ROUTER_REQUESTS_ROUTED) or 0), "errors": _int(errors_now or 0)},
+        "errors": _int(increase(errors_now, errors_before)),
+        "totals": {"requests": _int(total(cur, N.ROUTER_REQUESTS_ROUTED) or 0), "errors": _int(errors_now)},
     }
 
-
-def _router_errors(scrape: Scrape) -> float | None:
-    """Answers the router gave that were not 2xx (smg_http_responses_total by status_code)."""
-    series = scrape.series(N.ROUTER_RESPONSES)
-    if not series:
-        return None
-    return sum(v for labels, v in series if not str(labels.get("status_code", "")).startswith("2"))

@@ -61,7 +61,7 @@ TOKENIZER_LABELS = ("model_name", "engine_type")
 # ---- sglang-router 0.3.x (its Rust exporter on --prometheus-port) ------------------------------------
 ROUTER_REQUESTS_ROUTED = "smg_router_requests_total"  # generation requests routed (not health checks)
 ROUTER_DURATION = "smg_router_request_duration_seconds"  # per routed request, end to end
-ROUTER_RESPONSES = "smg_http_responses_total"  # label status_code
+ROUTER_ERRORS = "smg_router_request_errors_total"  # routed requests a worker failed (label error_type)
 ROUTER_ACTIVE = "smg_worker_requests_active"  # in flight to each worker
 ROUTER_TTFT = "smg_router_ttft_seconds"  # gRPC mode only (HTTP PD mode records none)
 ROUTER_TOKENS = "smg_router_tokens_total"  # gRPC mode only

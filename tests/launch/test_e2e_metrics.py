@@ -93,7 +93,7 @@ def test_metrics_and_status_json_move_with_the_requests_sent(deployment: dict) -
         assert grew(after[side], before[side], "transfers_failed") == 0 and after[side]["transfer_failures"] == 0
     assert grew(prefill, before["prefill-0"], "kv_transfer_bytes") > 0
     assert router["totals"]["requests"] - before["router"]["totals"]["requests"] == N
-    assert router["errors"] == 0
+    assert router["totals"]["errors"] == before["router"]["totals"]["errors"]
 
     # latencies (status --json: over the process's life): plausible, ordered, TTFT before E2E
     assert prefill["ttft_ms"] is None and prefill["itl_ms"] is None  # SGLang's rule: decode reports them
@@ -103,6 +103,12 @@ def test_metrics_and_status_json_move_with_the_requests_sent(deployment: dict) -
     for p in (ttft, itl, e2e, router["e2e_ms"]):
         assert 0 < p["p50"] <= p["p99"] and p["mean"] > 0
     assert ttft["mean"] <= e2e["mean"]
+
+    # a request the workers refuse (longer than the context) is a routed request that failed: counted
+    refused = requests.post(router_url + "/generate", timeout=120,
+                            json={"text": "x" * 5000, "sampling_params": {"max_new_tokens": 2}})
+    assert refused.status_code == 400, refused.text
+    assert by_name(status_json(deployment))["router"]["totals"]["errors"] == router["totals"]["errors"] + 1
 
     # the same counts straight from /metrics, over this interval (the reader status --watch uses)
     for name, url in workers.items():

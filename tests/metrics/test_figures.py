@@ -99,10 +99,9 @@ def test_router_figures_from_sglang_router_output() -> None:
 
 def test_router_rates_and_errors_over_an_interval() -> None:
     first = parse(ROUTER_TEXT, 10.0)
-    grown = ROUTER_TEXT.replace('streaming="false"} 2', 'streaming="false"} 12').replace(
-        'smg_http_responses_total{status_code="200",error_code=""} 5',
-        'smg_http_responses_total{status_code="200",error_code=""} 15\n'
-        'smg_http_responses_total{status_code="503",error_code="x"} 2')
+    errors = ('# TYPE smg_router_request_errors_total counter\n'
+              'smg_router_request_errors_total{endpoint="generate",error_type="validation_error"} 2\n')
+    grown = ROUTER_TEXT.replace('streaming="false"} 2', 'streaming="false"} 12') + errors
     fig = router_figures(parse(grown, 12.0), first)
     assert fig["requests_per_s"] == pytest.approx(5.0) and fig["errors"] == 2 and fig["window"] == "interval"
 
