@@ -184,10 +184,10 @@ class PrefillRole:
     # ---- the hook (engine thread) -------------------------------------------------------------------
     def after_prefill(self, req: RequestInfo, kv: KVHandle, first: FirstToken, done: PrefillDone) -> None:
         """Hand the transfer to a worker thread; the engine thread returns at once."""
-        self._pool.submit(self._send_safely, req, kv, first, done)
+        self._pool.submit(self._send_safely, req, kv, first, done, _Tally())  # the clock starts at queue entry
 
-    def _send_safely(self, req: RequestInfo, kv: KVHandle, first: FirstToken, done: PrefillDone) -> None:
-        tally = _Tally()
+    def _send_safely(self, req: RequestInfo, kv: KVHandle, first: FirstToken, done: PrefillDone,
+                     tally: _Tally) -> None:
         try:
             error = self._send(req, kv, first, tally)
         except Exception as exc:  # never leave the scheduler waiting on a dead worker
