@@ -1,4 +1,4 @@
-"""`pdctl launch / status / logs / down`: option parsing and rendering only (work is in pdctl.launch)."""
+"""`pdctl launch / logs / down`: option parsing and rendering only (work is in pdctl.launch; status: cli/status.py)."""
 
 from __future__ import annotations
 
@@ -226,45 +226,6 @@ class _ProgressView:
             icon: Any = Spinner("dots") if phase in ("starting", "waiting") else ""
             table.add_row(icon, name, f"[{colors.get(phase, 'cyan')}]{phase}[/]", detail)
         return table
-
-
-@click.command("status")
-@run_dir_option
-@json_option("the status document")
-def status(run_dir: str | None, json_path: str | None) -> None:
-    """Health of every process of a run and of the router (exit 1 if any is unhealthy)."""
-    from rich.table import Table
-
-    from pdctl.errors import CheckFailed
-    from pdctl.launch.runstatus import status as run_status
-
-    doc = run_status(run_dir)
-    out = _out(json_path)
-    table = Table(title=f"{doc['topology']} — {doc['run_dir']}")
-    for col in ("process", "node", "pid", "url", "advertises", "healthy"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("detail", overflow="fold")
-    for p in [*doc["processes"], doc["router"]]:
-        mark = "[green]yes[/]" if p.get("healthy") else "[red]no[/]"
-        table.add_row(
-            p.get("name", "router"),
-            p.get("node", ""),
-            str(p.get("pid")),
-            p.get("url") or "",
-            p.get("advertise") or "",
-            mark,
-            str(p.get("detail", "")),
-        )
-    out.print(table)
-    for p in doc["processes"]:
-        if p.get("transfer_path"):
-            out.print(f"KV path of {p['name']} ({p['node']}): {p['transfer_path']}", highlight=False)
-    write_json(json_path, doc)
-    if not doc["ok"]:
-        if doc.get("state") == "stopped":
-            raise CheckFailed(f"run {doc['run_dir']} was stopped (pdctl down); nothing of it is running")
-        bad = [p.get("name", "router") for p in [*doc["processes"], doc["router"]] if not p.get("healthy")]
-        raise CheckFailed(f"not healthy: {', '.join(bad)}")
 
 
 @click.command("logs")

@@ -86,3 +86,16 @@ def write_error_document(argv: list[str], message: str) -> None:
         write_json(path, {"ok": False, "error": message})
     except UserError:
         pass
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click's FloatRange, refusing nan and inf (which pass every bound of FloatRange): a bad option value
+    is exit 2 with a message, never a crash later when the number is used (a sleep, an int())."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import math
+
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number

@@ -1,7 +1,10 @@
-"""`pdctl status`: is each process of a run alive, and does it answer its health check?"""
+"""`pdctl status`: is each process of a run alive, does it answer its health check, and what are its live
+figures (pdctl.metrics: requests/s, tokens/s, queue, KV usage, latency percentiles, transfer failures)?"""
 
 from __future__ import annotations
 
+import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -10,7 +13,9 @@ from pdctl.launch.executors import executor_for
 from pdctl.launch.health import router_check, router_workers, worker_health
 from pdctl.launch.state import started
 from pdctl.launch.transfer_path import transfer_path
-from pdctl.runs import read_state, resolve_run_dir
+from pdctl.metrics.targets import router_target, worker_targets
+from pdctl.metrics.watch import Watch
+from pdctl.runs import PLAN_FILE, read_state, resolve_run_dir
 
 
 def _process_status(record: dict[str, Any], *, probe_health: bool = True) -> dict[str, Any]:
@@ -62,6 +67,10 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
             router["healthy"], router["detail"], workers = router_check(router_rec["url"], expected)
             router["workers"] = workers if workers is not None else router_workers(router_rec["url"])
     ok = bool(processes) and all(p["healthy"] for p in processes) and bool(router["healthy"])
+    sample = run_watch(path, state).sample()
+    for entry in [*processes, router]:
+        entry["metrics"] = sample.get(entry.get("name", "router"), {}).get("figures")
+        entry["metrics_error"] = sample.get(entry.get("name", "router"), {}).get("error")
     return {
         "ok": ok,
         "run_dir": str(path.resolve()),
@@ -70,3 +79,39 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
         "processes": processes,
         "router": router,
     }
+
+
+def run_watch(run_dir: Path, state: dict[str, Any] | None = None) -> Watch:
+    """A metrics Watch over every HTTP-serving worker of the run and its router (status, status --watch)."""
+    state = state if state is not None else read_state(run_dir)
+    records = [r for r in state.get("processes", []) if started(r)]
+    return Watch([*worker_targets(records), router_target(state, _plan(Path(run_dir)))])
+
+
+def live(run_dir: Path, state: dict[str, Any], watch: Watch) -> dict[str, Any]:
+    """One refresh of `status --watch`: every process's and the router's figures over the last interval."""
+    sample = watch.sample()
+    records = [r for r in state.get("processes", []) if started(r) and r.get("url")]
+
+    def entry(name: str, extra: dict[str, Any]) -> dict[str, Any]:
+        got = sample.get(name, {})
+        return {"name": name, **extra, "url": got.get("url"), "metrics": got.get("figures"),
+                "error": got.get("error")}
+
+    return {
+        "run_dir": str(Path(run_dir).resolve()),
+        "topology": state.get("topology"),
+        "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "processes": [entry(r["name"], {"role": r["role"], "replica": r["replica"], "node": r["node"]})
+                      for r in records],
+        "router": entry("router", {"role": "router"}),
+    }
+
+
+def _plan(run_dir: Path) -> dict[str, Any] | None:
+    """plan.json of the run, or None when it is missing or unreadable (metrics are then best effort)."""
+    try:
+        doc = json.loads((run_dir / PLAN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None

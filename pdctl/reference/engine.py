@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pdctl.errors import UserError
+from pdctl.metrics.engine import EngineMetrics
 from pdctl.reference.args import ServerArgs
 from pdctl.reference.checkpoint import load_weights
 from pdctl.reference.config import ModelConfig
@@ -35,6 +36,7 @@ class Engine:
     role: Role
     scheduler: Scheduler
     context_length: int
+    metrics: EngineMetrics  # /metrics (pdctl.reference.http.metrics)
 
     @property
     def model_name(self) -> str:
@@ -81,7 +83,9 @@ def build_engine(args: ServerArgs) -> Engine:
         page_size=args.page_size,
         hybrid_swa_memory=not args.disable_hybrid_swa_memory,
     )
-    ctx = RoleContext(cfg, args.tp, kv, settings, str(Path(args.model_path)), shard.kv_heads)
+    metrics = EngineMetrics(model_name=args.served_model_name or args.model_path, role=args.role,
+                            page_size=args.page_size, context_len=context)
+    ctx = RoleContext(cfg, args.tp, kv, settings, str(Path(args.model_path)), shard.kv_heads, metrics=metrics)
     role = make_role(args.role, ctx)
     radix = not args.disable_radix_cache
     if args.role == "decode":
@@ -89,7 +93,8 @@ def build_engine(args: ServerArgs) -> Engine:
     scheduler = Scheduler(
         model, kv, role, radix_cache=radix, random_seed=args.random_seed,
         chunked_prefill_size=args.chunked_prefill_size or -1,
-        schedule_conservativeness=args.schedule_conservativeness,
+        schedule_conservativeness=args.schedule_conservativeness, metrics=metrics,
     )
+    metrics.load = scheduler.load_book.load
     ctx.live_rooms = scheduler.live_rooms  # the role's liveness answers say which rooms this server holds
-    return Engine(args, cfg, model, kv, role, scheduler, context)
+    return Engine(args, cfg, model, kv, role, scheduler, context, metrics)

@@ -146,6 +146,14 @@ class PrefixCache:
         self._count = 0
         return len(nodes)
 
+    def evictable_pages(self) -> tuple[int, int]:
+        """(full, swa) pages only the cache holds: what eviction can free (SGLang's evictable size)."""
+        full = swa = 0
+        for n in self._nodes():
+            full += self.kv.full_alloc.refcount(n.full) == 1
+            swa += n.swa >= 0 and self.kv.swa_alloc is not None and self.kv.swa_alloc.refcount(n.swa) == 1
+        return full, swa
+
     @property
     def cached_pages(self) -> int:
         """Pages currently in the cache."""

@@ -29,6 +29,7 @@ class GenRequest:
     on_done: Callable[[GenRequest], None] | None = None
     on_progress: Callable[[GenRequest], None] | None = None
     created: float = field(default_factory=time.monotonic)
+    token_at: float = 0.0  # when the last output token came (monotonic; inter-token latency)
     # progress
     state: str = "waiting"  # waiting | prefilling | transferring | running | finished
     prefilled: int = 0  # tokens of fill_ids whose KV is computed (chunked prefill progress)

@@ -15,6 +15,7 @@ import logging
 import queue
 import sys
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -23,6 +24,7 @@ import torch
 from pdctl.reference.chunks import chunk_end, collect_input_logprobs, prefill_segment
 from pdctl.reference.handoff import PDHandoff
 from pdctl.reference.kvcache import KVCache, KVCacheOOM, SeqPages
+from pdctl.reference.load import LoadBook
 from pdctl.reference.pages import PageBook
 from pdctl.reference.prefix_cache import PrefixCache
 from pdctl.reference.ranks import Segment, TPModel
@@ -49,6 +51,7 @@ class Scheduler(PDHandoff):
         random_seed: int = 0,
         chunked_prefill_size: int = 4096,
         schedule_conservativeness: float = 1.0,
+        metrics: Any,
     ) -> None:
         self.model, self.kv, self.role = model, kv, role
         self.cfg = model.cfg
@@ -73,6 +76,8 @@ class Scheduler(PDHandoff):
         self.steps = 0
         self.retracted = 0  # requests retracted so far (re-queued under memory pressure)
         self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
+        self.metrics = metrics  # pdctl.metrics.engine.EngineMetrics: /metrics' counters (cheap hooks)
+        self.load_book = LoadBook(self)  # /metrics' gauges
 
     # ---- public, thread-safe -------------------------------------------------------------------------
     def start(self) -> None:
@@ -135,6 +140,7 @@ class Scheduler(PDHandoff):
                 for req in {id(r): r for r in [*self._step_reqs, *self._running]}.values():
                     self._finish(req, error=f"engine step failed: {exc}")
                 busy = False
+            self.load_book.tick()
         for req in [*self._running, *self._waiting, *self._transferring.values()]:
             self._finish(req, error="server shutting down")
 
@@ -219,6 +225,7 @@ class Scheduler(PDHandoff):
         req.seq, req.retracted, req.prefilled, req.state = None, True, 0, "waiting"
         req.retractions += 1
         self.retracted += 1
+        self.metrics.retracted()
         self._waiting.appendleft(req)
         log.info("retracted %s after %d output tokens (KV pages ran out; %d free)", req.rid, len(req.output_ids),
                  self.kv.full_alloc.free_pages)
@@ -295,6 +302,7 @@ class Scheduler(PDHandoff):
         req.seq, req.prefilled = seq, prefix
         if not req.retracted:
             req.cached_tokens = prefix
+            self.metrics.admitted(prefix, len(fill))
             if req.logprob_start < req.prompt_len:  # position `start` has no logprob (nothing precedes it)
                 req.input_logprobs, req.input_top = [None], [None]
         if decode_role:
@@ -357,6 +365,7 @@ class Scheduler(PDHandoff):
         req.output_ids.append(first.token_id)
         req.output_logprobs.append(first.logprob)
         req.output_top.append(list(first.top_logprobs))
+        self.metrics.token(req, time.monotonic())
 
     def _append(self, req: GenRequest, logits: torch.Tensor) -> None:
         lp = torch.log_softmax(logits, dim=-1)
@@ -416,5 +425,6 @@ class Scheduler(PDHandoff):
                 self._rooms[room] = self._rooms.get(room, 1) - 1
                 if self._rooms[room] <= 0:
                     del self._rooms[room]
+        self.metrics.finished(req)
         if req.on_done is not None:
             self._call(req.on_done, req)

@@ -87,13 +87,23 @@ def test_kv_crosses_hosts_and_decode_reaches_prefill_bootstrap_at_a(deployment: 
     assert f"with prefill {mh['a'].address}:" in decode_log.read_text(), bootstrap
 
 
-def test_status_shows_addresses_and_the_path_the_kv_took(deployment: dict) -> None:
-    generate(deployment["state"]["router"]["url"], max_new_tokens=2)  # a transfer has happened
+def _status(deployment: dict) -> dict:
     done = pdctl("status", "--run-dir", str(deployment["run_dir"]), "--json", "-", cwd=deployment["tmp"])
     assert done.returncode == 0, done.stderr
-    doc = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_status_shows_addresses_and_the_path_the_kv_took(deployment: dict) -> None:
+    before = _status(deployment)
+    generate(deployment["state"]["router"]["url"], max_new_tokens=2)  # a transfer has happened
+    doc = _status(deployment)
     prefill = next(p for p in doc["processes"] if p["role"] == "prefill")
     assert prefill["advertise"] == deployment["mh"]["a"].address
+    # live figures, fetched over HTTP from this machine across the bridge (hosts a, b, c), count the request
+    grown = {p["name"]: p["metrics"]["totals"]["transfers_ok"] - q["metrics"]["totals"]["transfers_ok"]
+             for p, q in zip(doc["processes"], before["processes"])}
+    assert grown == {"prefill-0": 1, "decode-0": 1}, grown
+    assert doc["router"]["metrics"]["totals"]["requests"] - before["router"]["metrics"]["totals"]["requests"] == 1
     if deployment["backend"] == "nixl":
         assert prefill["transfer_path"].startswith("nixl: tcp/pd0") and "crosses nodes" in prefill["transfer_path"]
     else:

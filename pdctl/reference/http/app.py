@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from pdctl.reference.http import admin, generate
+from pdctl.reference.http import admin, generate, metrics
 from pdctl.reference.http.bridge import REQUEST_TIMEOUT_S
 from pdctl.reference.http.sglang_api import ApiError
 
@@ -46,4 +46,5 @@ def create_app(engine: Any, *, role_started: bool = False) -> FastAPI:
 
     app.include_router(admin.make_router(engine))
     app.include_router(generate.make_router(engine))
+    app.include_router(metrics.make_router(engine))
     return app

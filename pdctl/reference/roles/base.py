@@ -65,6 +65,8 @@ class RoleContext:
     # Bootstrap rooms of the requests the server holds (set by build_engine to the scheduler's live_rooms):
     # the liveness exchange between PD peers tells "slow" (still holds the room) from "lost it".
     live_rooms: Callable[[], set[int]] = field(default=lambda: set())
+    # The server's pdctl.metrics.engine.EngineMetrics: roles count transfers (transfer_done / transfer_failed).
+    metrics: Any = None
 
 
 @dataclass(frozen=True)

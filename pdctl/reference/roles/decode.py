@@ -105,6 +105,7 @@ class DecodeRole:
     def _begin(self, req: RequestInfo, kv: KVHandle, done: DecodeDone) -> None:
         addr = _bootstrap_addr(req)
         if addr is None or req.bootstrap_room is None:
+            self._count(False, bootstrap=True)
             done(
                 "decode request without bootstrap_host/bootstrap_port/bootstrap_room: "
                 "send PD requests through the PD router"
@@ -116,6 +117,7 @@ class DecodeRole:
             slot = self.aux.alloc()  # RuntimeError when every aux slot is in flight
         except Exception as exc:  # noqa: BLE001 - any failure here is the request's error answer
             self._abort(addr, room, str(exc))
+            self._count(False, bootstrap=True)
             done(str(exc))
             return
         p_tp = int(prefill["tp_size"])
@@ -203,7 +205,17 @@ class DecodeRole:
         self.aux.free(pending.slot)
         if isinstance(result, str):
             log.warning("room %s failed: %s", room, result)
+        self._count(not isinstance(result, str))
         pending.done(result)
+
+    def _count(self, ok: bool, *, bootstrap: bool = False) -> None:
+        """/metrics: one room's KV arrived, or did not (BOOTSTRAP: before the prefill was even asked)."""
+        metrics = self.ctx.metrics
+        if metrics is not None:
+            if ok:
+                metrics.transfer_done()
+            else:
+                metrics.transfer_failed(bootstrap=bootstrap)
 
     def _complete(self, pending: _Pending) -> None:
         try:

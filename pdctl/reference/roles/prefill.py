@@ -35,6 +35,16 @@ log = logging.getLogger("pdctl.reference.roles")
 ABORT_DRAIN_S = 5.0  # how long decode's abort waits for a room's in-flight writes to finish
 
 
+class _Tally:
+    """One request's send, for /metrics: when it entered the transfer queue, whether writing began (a
+    failure before that is a bootstrap failure), and the bytes its descriptors wrote."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+        self.writing = False
+        self.nbytes = 0
+
+
 class PrefillRole:
     """Prefill side of PD: owns the bootstrap server and the sending endpoints (one per rank)."""
 
@@ -174,14 +184,21 @@ class PrefillRole:
     # ---- the hook (engine thread) -------------------------------------------------------------------
     def after_prefill(self, req: RequestInfo, kv: KVHandle, first: FirstToken, done: PrefillDone) -> None:
         """Hand the transfer to a worker thread; the engine thread returns at once."""
-        self._pool.submit(self._send_safely, req, kv, first, done)
+        self._pool.submit(self._send_safely, req, kv, first, done, _Tally())  # the clock starts at queue entry
 
-    def _send_safely(self, req: RequestInfo, kv: KVHandle, first: FirstToken, done: PrefillDone) -> None:
+    def _send_safely(self, req: RequestInfo, kv: KVHandle, first: FirstToken, done: PrefillDone,
+                     tally: _Tally) -> None:
         try:
-            error = self._send(req, kv, first)
+            error = self._send(req, kv, first, tally)
         except Exception as exc:  # never leave the scheduler waiting on a dead worker
             log.exception("KV send for room %s failed", req.bootstrap_room)
             error = f"{type(exc).__name__}: {exc}"
+        metrics = self.ctx.metrics
+        if metrics is not None:
+            if error is None:
+                metrics.transfer_done(tally.nbytes, time.monotonic() - tally.start)
+            else:  # decode never asked for the room (or we are not paired): a bootstrap failure, as in SGLang
+                metrics.transfer_failed(bootstrap=not tally.writing)
         done(error)
 
     def _wait_room(self, room: int) -> dict[str, Any] | str:
@@ -199,7 +216,7 @@ class PrefillRole:
                 self._cond.wait(min(left, 0.5))
             return self._rooms.pop(room)
 
-    def _send(self, req: RequestInfo, kv: KVHandle, first: FirstToken) -> str | None:
+    def _send(self, req: RequestInfo, kv: KVHandle, first: FirstToken, tally: _Tally) -> str | None:
         """Write this request's KV to every paired decode rank; returns an error message or None."""
         if req.bootstrap_room is None:
             return "prefill request without bootstrap_room: send PD requests through the PD router"
@@ -216,8 +233,9 @@ class PrefillRole:
         slot = self.aux.alloc()
         with self._cond:
             self._writing.add(room)
+        tally.writing = True
         try:
-            return self._write_all(room, room_doc, reg, kv, first, slot)
+            return self._write_all(room, room_doc, reg, kv, first, slot, tally)
         except Exception as exc:
             log.exception("KV send for room %s failed", room)
             message = f"{type(exc).__name__}: {exc}"
@@ -244,6 +262,7 @@ class PrefillRole:
         kv: KVHandle,
         first: FirstToken,
         slot: int,
+        tally: _Tally,
     ) -> str | None:
         """Issue every rank pair's write (KV pages, plus the aux slot from rank 0 to decode rank 0), then
         wait for all; the first failure is reported to decode and returned."""
@@ -295,6 +314,7 @@ class PrefillRole:
                     handles.append(
                         (p, peer, self.backends[p].write(peer, src, dst, lens, f"kv {room} {p} ok".encode()))
                     )
+                    tally.nbytes += int(lens.sum())
                 except Exception as exc:  # noqa: BLE001 - any failure is reported to decode and the request
                     self._notify_error(room, p, peer, str(exc))
                     return str(exc)

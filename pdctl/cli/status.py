@@ -1,0 +1,151 @@
+"""`pdctl status [--watch]`: option parsing and rendering only (health and figures: pdctl.launch.runstatus,
+the metrics maths: pdctl.metrics)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from pdctl.cli.options import FiniteFloatRange, json_option, run_dir_option
+from pdctl.cli.render import console, err_console, write_json
+
+DASH = "—"
+
+
+@click.command("status")
+@run_dir_option
+@click.option("--watch", "-w", is_flag=True,
+              help="Live view of every process and the router (requests/s, tokens/s, queue, KV usage, TTFT and "
+                   "ITL percentiles over the last interval, transfer failures) until Ctrl-C.")
+@click.option("--interval", type=FiniteFloatRange(min=0.2), default=2.0, show_default=True,
+              help="Seconds between refreshes of --watch.")
+@json_option("the status document (with --watch: rewritten every refresh; '-' = one JSON line per refresh)")
+def status(run_dir: str | None, watch: bool, interval: float, json_path: str | None) -> None:
+    """Health of every process of a run and of the router, with their metrics (exit 1 if any is unhealthy).
+
+    With --watch: the live metrics view, refreshed every --interval seconds; Ctrl-C ends it (exit 0)."""
+    if watch:
+        _watch(run_dir, interval, json_path)
+        return
+    from rich.table import Table
+
+    from pdctl.errors import CheckFailed
+    from pdctl.launch.runstatus import status as run_status
+
+    doc = run_status(run_dir)
+    out = err_console if json_path == "-" else console
+    table = Table(title=f"{doc['topology']} — {doc['run_dir']}")
+    for col in ("process", "node", "pid", "url", "advertises", "healthy"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("detail", overflow="fold")
+    for p in [*doc["processes"], doc["router"]]:
+        mark = "[green]yes[/]" if p.get("healthy") else "[red]no[/]"
+        table.add_row(p.get("name", "router"), p.get("node", ""), str(p.get("pid")), p.get("url") or "",
+                      p.get("advertise") or "", mark, str(p.get("detail", "")))
+    out.print(table)
+    rows = [(p.get("name", "router"), p.get("node", ""), p.get("metrics"), p.get("metrics_error"))
+            for p in [*doc["processes"], doc["router"]] if p.get("alive")]
+    if rows:
+        out.print(figures_table(rows, "metrics since start (pdctl status --watch: live)"))
+    for p in doc["processes"]:
+        if p.get("transfer_path"):
+            out.print(f"KV path of {p['name']} ({p['node']}): {p['transfer_path']}", highlight=False)
+    write_json(json_path, doc)
+    if not doc["ok"]:
+        if doc.get("state") == "stopped":
+            raise CheckFailed(f"run {doc['run_dir']} was stopped (pdctl down); nothing of it is running")
+        bad = [p.get("name", "router") for p in [*doc["processes"], doc["router"]] if not p.get("healthy")]
+        raise CheckFailed(f"not healthy: {', '.join(bad)}")
+
+
+def _watch(run_dir: str | None, interval: float, json_path: str | None) -> None:
+    """Refresh until Ctrl-C: a live table on a terminal, one table per refresh otherwise; with --json, the
+    latest document in PATH (or one JSON line per refresh on stdout). Ctrl-C is the normal end: exit 0,
+    as `pdctl logs --follow`."""
+    import json
+    import sys
+    import time
+
+    from pdctl.launch.runstatus import live, run_watch
+    from pdctl.runs import read_state, resolve_run_dir
+
+    path = resolve_run_dir(run_dir)
+    state = read_state(path)
+    watch = run_watch(path, state)
+    out = err_console if json_path == "-" else console
+    view: Any = None
+    try:
+        while True:
+            doc = live(path, state, watch)
+            table = live_table(doc, interval)
+            if out.is_terminal:
+                if view is None:
+                    from rich.live import Live
+
+                    view = Live(table, console=out, auto_refresh=False, redirect_stdout=False,
+                                redirect_stderr=False)
+                    view.__enter__()
+                view.update(table, refresh=True)
+            else:  # a log or a pipe: no terminal width to fit, keep every column readable
+                _wide(out).print(table)
+            if json_path == "-":
+                sys.stdout.write(json.dumps(doc) + "\n")
+                sys.stdout.flush()
+            else:
+                write_json(json_path, doc)
+            time.sleep(interval)  # the refresh period (Ctrl-C interrupts it)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if view is not None:
+            view.__exit__(None, None, None)
+
+
+def _wide(out: Any) -> Any:
+    """A console on OUT's stream at least 160 columns wide (rich assumes 80 when it is not a terminal)."""
+    from rich.console import Console
+
+    return Console(file=out.file, width=max(out.width, 160), highlight=False)
+
+
+def live_table(doc: dict[str, Any], interval: float) -> Any:
+    """The --watch table of one refresh."""
+    rows = [(p["name"], p.get("node", ""), p.get("metrics"), p.get("error")) for p in doc["processes"]]
+    router = doc["router"]
+    rows.append(("router", "", router.get("metrics"), router.get("error")))
+    title = f"{doc['topology']} — {doc['at']} — every {interval:g} s (Ctrl-C ends)"
+    return figures_table(rows, title)
+
+
+def figures_table(rows: list[tuple[str, str, dict[str, Any] | None, str | None]], title: str) -> Any:
+    """One row per process: rates, queue, KV usage, latency percentiles (ms) and transfer failures."""
+    from rich.table import Table
+
+    table = Table(title=title, show_edge=False)
+    for col in ("process", "node", "req/s", "prompt tok/s", "gen tok/s", "running", "queued", "KV use",
+                "TTFT p50/p99", "ITL p50/p99", "E2E p50/p99", "xfer fail"):
+        table.add_column(col, justify="left" if col in ("process", "node") else "right", no_wrap=True)
+    for name, node, fig, error in rows:
+        if fig is None:
+            table.add_row(name, node, f"[red]{error or 'no metrics'}[/]", *[""] * 9)
+            continue
+        failures = fig.get("transfer_failures", fig.get("errors"))
+        table.add_row(
+            name, node, _num(fig.get("requests_per_s")), _num(fig.get("prompt_tokens_per_s")),
+            _num(fig.get("generation_tokens_per_s")), _num(fig.get("running")), _num(fig.get("queued")),
+            DASH if fig.get("kv_usage") is None else f"{100 * fig['kv_usage']:.1f}%",
+            _pct(fig.get("ttft_ms")), _pct(fig.get("itl_ms")), _pct(fig.get("e2e_ms")),
+            DASH if failures is None else (f"[red]{failures}[/]" if failures else "0"),
+        )
+    return table
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return DASH
+    return f"{value:.1f}" if isinstance(value, float) and not value.is_integer() else f"{value:g}"
+
+
+def _pct(p: dict[str, float] | None) -> str:
+    return DASH if not p else f"{p['p50']:.0f}/{p['p99']:.0f}"
