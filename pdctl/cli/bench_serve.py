@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from pdctl.cli.bench import bench_transfer
-from pdctl.cli.options import json_option, writable
+from pdctl.cli.options import FiniteFloatRange, json_option, writable
 from pdctl.cli.progress import PhaseProgress
 from pdctl.cli.render import console, err_console, write_json
 from pdctl.errors import CheckFailed
@@ -116,7 +116,7 @@ def render(result, out) -> None:
 @click.option("--seed", type=int, help="Seed of prompts and request order. [default: 1]")
 @click.option("--api", type=click.Choice(["generate", "completions", "chat"]), default="generate",
               show_default=True, help="SGLang /generate (token ids, exact counts) or the OpenAI endpoints.")
-@click.option("--request-rate", type=float, help="Poisson arrivals at R requests/s (default: as fast as the "
+@click.option("--request-rate", type=FiniteFloatRange(min=0, min_open=True), help="Poisson arrivals at R requests/s (default: as fast as the "
               "concurrency allows).")
 @click.option("--max-regression", metavar="P%", help="Exit 1 when a gated metric is more than P% worse than the "
               "control at any point.")
@@ -130,9 +130,9 @@ def render(result, out) -> None:
               help="Interpreter with SGLang installed (default: $PDCTL_SGLANG_PYTHON, ./.venv-sglang, this one).")
 @click.option("--work-dir", type=click.Path(file_okay=False),
               help="Keep the tool's plans, outputs and log here (default: a temporary dir, removed).")
-@click.option("--launch-timeout", type=float, default=600.0, show_default=True,
+@click.option("--launch-timeout", type=FiniteFloatRange(min=1), default=600.0, show_default=True,
               help="--control-topology: seconds to wait for it to become healthy.")
-@click.option("--timeout", type=float, default=3600.0, show_default=True,
+@click.option("--timeout", type=FiniteFloatRange(min=1), default=3600.0, show_default=True,
               help="Seconds one deployment's sweep may take.")
 @json_option("the results")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), callback=writable, help="Write an HTML report here.")

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from pdctl.cli.options import json_option, writable
+from pdctl.cli.options import FiniteFloatRange, json_option, writable
 from pdctl.cli.render import console, err_console, print_error, write_json
 from pdctl.errors import CheckFailed
 
@@ -32,12 +32,12 @@ def eval_group() -> None:
 @click.option("--model", help="`model` field for the OpenAI APIs (default: the server's first /v1/models id).")
 @click.option("--data-file", type=click.Path(dir_okay=False), help='GSM8K JSONL {"question","answer"} (offline).')
 @click.option("--shots-file", type=click.Path(dir_okay=False), help="JSONL to take the few-shot examples from.")
-@click.option("--floor", type=float, help="Exit 1 when accuracy < F. [default: the topology's eval floor]")
+@click.option("--floor", type=FiniteFloatRange(min=0, max=1), help="Exit 1 when accuracy < F. [default: the topology's eval floor]")
 @click.option("--max-errors", type=int, default=0, show_default=True,
               help="Failed requests tolerated before the verdict fails (-1 = any number).")
 @click.option("--results", type=click.Path(dir_okay=False), callback=writable, help="Per-item JSONL, written as answers arrive.")
 @click.option("--resume", is_flag=True, help="Continue from --results, asking only the missing questions.")
-@click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True, help="Seconds per request.")
+@click.option("--timeout", "timeout_s", type=FiniteFloatRange(min=0, min_open=True), default=600.0, show_default=True, help="Seconds per request.")
 @click.option("--retries", type=int, default=3, show_default=True, help="Retries on connection errors/5xx.")
 @json_option("the verdict")
 def gsm8k(json_path: str | None, max_errors: int, **options: Any) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from pdctl.cli.options import json_option, run_dir_option
+from pdctl.cli.options import FiniteFloatRange, json_option, run_dir_option
 from pdctl.cli.render import console, err_console, write_json
 
 
@@ -32,7 +32,7 @@ def _out(json_path: str | None):
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=1),
+    type=FiniteFloatRange(min=1),
     default=600.0,
     show_default=True,
     help="Seconds for the whole deployment to become healthy.",
@@ -270,7 +270,7 @@ def logs(process: str | None, run_dir: str | None, follow: bool, tail: int) -> N
 @run_dir_option
 @click.option(
     "--grace",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     default=10.0,
     show_default=True,
     help="Seconds between SIGTERM and SIGKILL.",

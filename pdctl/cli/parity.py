@@ -9,7 +9,7 @@ import math
 
 import click
 
-from pdctl.cli.options import json_option, writable
+from pdctl.cli.options import FiniteFloatRange, json_option, writable
 from pdctl.cli.progress import PhaseProgress
 from pdctl.cli.render import console, err_console, write_json
 from pdctl.errors import CheckFailed
@@ -95,7 +95,7 @@ def _render(result, out) -> None:
 @click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False),
               help='JSONL of {"text": ...} or {"input_ids": [...]} (default: the edge-length suite).')
 @click.option("--max-new-tokens", type=int, default=4, show_default=True)
-@click.option("--tolerance", type=float, default=0.05, show_default=True, help="Max |Δ logprob| per token.")
+@click.option("--tolerance", type=FiniteFloatRange(min=0), default=0.05, show_default=True, help="Max |Δ logprob| per token.")
 @click.option("--control/--no-control", default=True, show_default=True,
               help="Reference-vs-itself noise floor for warm/concurrent.")
 @click.option("--copies", type=int, default=3, show_default=True, help="Concurrent: copies of the suite.")
@@ -107,7 +107,7 @@ def _render(result, out) -> None:
 @click.option("--chunked-prefill-size", type=int, help="Override the chunked-prefill size.")
 @click.option("--context-length", type=int, help="Override the context length.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the suite's token ids.")
-@click.option("--launch-timeout", type=float, default=600.0, show_default=True,
+@click.option("--launch-timeout", type=FiniteFloatRange(min=1), default=600.0, show_default=True,
               help="--reference-topology: seconds to wait for it to become healthy.")
 @json_option("the verdict")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), callback=writable, help="Write an HTML report here.")

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from pdctl.cli.options import json_option
+from pdctl.cli.options import FiniteFloatRange, json_option
 from pdctl.cli.render import console, err_console, write_json
 
 MARKS = {True: "[green]ok[/]", False: "[red]FAIL[/]"}
@@ -32,7 +32,7 @@ def tokens_option(func: Any) -> Any:
 
 def node_timeout_option(func: Any) -> Any:
     return click.option(
-        "--node-timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
+        "--node-timeout", type=FiniteFloatRange(min=1), default=60.0, show_default=True,
         help="Seconds each node has to answer the probe.",
     )(func)
 

@@ -147,3 +147,19 @@ def test_an_unwritable_output_is_refused_before_any_work(tmp_path: Path, args: l
     assert "Traceback" not in done.stderr
     assert "Invalid value for" in done.stderr and ("cannot write" in done.stderr or "is a directory" in done.stderr)
     assert done.stdout == "", "the command did its work (printed its report) before refusing its output file"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["eval", "gsm8k", "--url", "http://127.0.0.1:9", "--floor", "nan"],  # accuracy < nan is never true: a false OK
+        ["parity", "--candidate", "http://127.0.0.1:9", "--reference", "http://127.0.0.1:9", "--tolerance", "inf"],
+        ["launch", str(REPO / "configs" / "local-cpu.yaml"), "--timeout", "nan"],  # was int(nan): a traceback
+        ["bench", "serve", "--url", "http://127.0.0.1:9", "--request-rate", "nan"],
+    ],
+    ids=["eval-floor-nan", "parity-tolerance-inf", "launch-timeout-nan", "bench-serve-rate-nan"],
+)
+def test_non_finite_numbers_are_bad_input(args: list[str]) -> None:
+    done = _pdctl(*args)
+    assert done.returncode == 2, done.stderr
+    assert "is not a finite number" in done.stderr and "Traceback" not in done.stderr
