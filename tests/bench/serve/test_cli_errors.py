@@ -33,7 +33,7 @@ def _pdctl(*args: str) -> subprocess.CompletedProcess:
         (["--url", "http://a", "--osl", "4,4"], "--osl: values repeat"),
         (["--url", "http://a", "--num-prompts", "0"], "--num-prompts must be at least 1"),
         (["--url", "http://a", "--warmup", "-1"], "--warmup must be 0 or more"),
-        (["--url", "http://a", "--request-rate", "0"], "--request-rate must be a positive"),
+        (["--url", "http://a", "--request-rate", "0"], r"--request-rate.*0\.0 is not in the range x>0"),
         (["--url", "http://a", "--dataset", "{tmp}/none.jsonl"], "not 'random', 'gsm8k' or an existing"),
         (["--url", "http://a", "--gpus", "0"], "--gpus must be at least 1"),
         (["--url", "ftp://a"], "not an http"),

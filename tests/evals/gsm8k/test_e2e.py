@@ -80,12 +80,20 @@ def test_eval_colocated(ref_url: str, tmp_path: Path) -> None:
     assert out.returncode == 2 and "other settings" in out.stderr
 
 
-def test_impossible_floor_exits_1(ref_url: str) -> None:
-    out = _pdctl("--url", ref_url, *FAST, "--num-questions", "3", "--floor", "1.01", "--json", "-")
-    assert out.returncode == 1, out.stderr
+def test_accuracy_under_the_floor_exits_1(ref_url: str) -> None:
+    out = _pdctl("--url", ref_url, *FAST, "--num-questions", "3", "--floor", "1", "--json", "-")
+    assert out.returncode == 1, out.stderr  # the reference checkpoint is a random model: accuracy < 1.0
     doc = json.loads(out.stdout)
-    assert doc["ok"] is False and doc["floor"] == 1.01 and doc["num_questions"] == 3
+    assert doc["ok"] is False and doc["floor"] == 1.0 and doc["num_questions"] == 3 and doc["accuracy"] < 1.0
     assert "floor" in out.stderr
+
+
+def test_a_floor_no_accuracy_can_reach_is_bad_input(ref_url: str) -> None:
+    """--floor 1.01 used to run the whole eval to report a certain failure; it is refused up front."""
+    out = _pdctl("--url", ref_url, *FAST, "--num-questions", "3", "--floor", "1.01", "--json", "-")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "--floor" in out.stderr and "0<=x<=1" in out.stderr
+    assert json.loads(out.stdout) == {"ok": False, "error": "Invalid value for '--floor': 1.01 is not in the range 0<=x<=1."}
 
 
 @pytest.mark.parametrize("api", ["completion", "chat"])
