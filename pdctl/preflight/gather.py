@@ -77,7 +77,7 @@ def probe_args(topo: Topology, node: Node, roles: list[str], peers: list[str]) -
     }
     for name, port, what in port_bindings(topo):
         if name == node.name:
-            host = topo.router.host if what == "router" else node.address
+            host = topo.router.host if what in ("router", "router metrics") else node.address
             args["ports"].append([host, port])
     if workers:
         path = model_path(topo)

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from pdctl.errors import UserError
+from pdctl.topology.cluster import ContainerConfig, SlurmConfig
 from pdctl.topology.sections import (
     BLACKWELL_GPUS,
     SERVER_KEYS,
@@ -38,11 +39,21 @@ from pdctl.topology.sections import (
 RoleName = Literal["prefill", "decode", "colocated"]
 
 __all__ = [
-    "BLACKWELL_GPUS", "SERVER_KEYS", "ColocatedSpec", "DecodeSpec", "EngineConfig", "EvalConfig", "Gsm8kEval",
+    "BLACKWELL_GPUS", "ROUTER_METRICS_OFFSET", "SERVER_KEYS", "ColocatedSpec", "ContainerConfig", "DecodeSpec", "EngineConfig", "EvalConfig", "Gsm8kEval",
     "Mode", "ModelConfig", "Node", "ParityEval", "PlacedSpec", "PrefillSpec", "RoleConfig", "RoleName",
-    "RoleSpec", "RouterConfig", "SSHConfig", "ServerConfig", "Topology", "TopologyFile", "TransferConfig",
-    "effective_role",
+    "RoleSpec", "RouterConfig", "SSHConfig", "ServerConfig", "SlurmConfig", "Topology", "TopologyFile",
+    "TransferConfig", "effective_role", "offset_port",
 ]
+
+# router.metrics_port when not written: router.port + this (see offset_port), so that the default router port
+# 8000 gets sglang-router's own default --prometheus-port, 29000, and two routers on one machine get two ports.
+ROUTER_METRICS_OFFSET = 21000
+
+
+def offset_port(port: int, offset: int) -> int:
+    """A port derived from PORT (PORT + OFFSET, or PORT - OFFSET where that would pass 65535): the
+    documented derivation of every port a topology does not write itself, so renders are deterministic."""
+    return port + offset if port + offset <= 65535 else port - offset
 
 
 class RoleConfig(BaseModel):
@@ -124,6 +135,7 @@ class Topology(BaseModel):
     colocated: RoleConfig | None = None
     router: RouterConfig
     eval: EvalConfig
+    slurm: SlurmConfig | None = None
 
     @classmethod
     def from_file_model(cls, raw: TopologyFile, source_path: Path | None = None) -> Topology:
@@ -138,6 +150,8 @@ class Topology(BaseModel):
         router = raw.router
         if router.node is None and first is not None:
             router = router.model_copy(update={"node": first.nodes[0]})
+        if router.metrics_port is None:
+            router = router.model_copy(update={"metrics_port": offset_port(router.port, ROUTER_METRICS_OFFSET)})
         return cls(
             name=raw.name,
             mode=raw.mode,
@@ -149,6 +163,7 @@ class Topology(BaseModel):
             server=raw.server,
             router=router,
             eval=raw.eval,
+            slurm=raw.slurm,
             **roles,
         )
 
