@@ -131,7 +131,7 @@ def gather(topo: Topology, *, timeout: float = 60.0, slurm: bool = False) -> dic
     peers = peers_of(topo, roles)
 
     def one(node: Node) -> NodeFacts:
-        executor = node_executor(node, slurm=slurm)
+        executor = node_executor(node, slurm=slurm, topo=topo)
         python = engine_python(topo, node)
         started = time.monotonic()
         facts, error, kind = run_probe(

@@ -38,6 +38,19 @@ def local_cpu(
     return path
 
 
+def slurm_variant(config: Path, tmp: Path, **slurm: Any) -> Path:
+    """CONFIG as a Slurm cluster would write it: nodes without host (the job assigns them) and a slurm:
+    section (partition, time limit; SLURM overrides)."""
+    doc = yaml.safe_load(config.read_text())
+    for node in doc["nodes"]:
+        for key in ("host", "ssh", "advertise_host"):
+            node.pop(key, None)
+    doc["slurm"] = {"partition": "gpu", "time_limit": "01:00:00", **slurm}
+    path = tmp / f"slurm-{config.name}"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
 SGLANG_BASE = """\
 name: variant
 engine: {kind: sglang, version: "0.5.23", python: /opt/venv/bin/python}
