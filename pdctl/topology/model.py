@@ -45,9 +45,9 @@ __all__ = [
     "TransferConfig", "effective_role", "offset_port",
 ]
 
-# router.metrics_port when not written: router.port + this (see offset_port), so that the default router port
-# 8000 gets sglang-router's own default --prometheus-port, 29000, and two routers on one machine get two ports.
-ROUTER_METRICS_OFFSET = 21000
+# router.metrics_port when not written: the port after router.port (see offset_port). Adjacent, so it stays
+# out of the kernel's ephemeral range whenever the router's port does, and clear of SGLang's default ports.
+ROUTER_METRICS_OFFSET = 1
 
 
 def offset_port(port: int, offset: int) -> int:

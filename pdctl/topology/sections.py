@@ -284,8 +284,7 @@ class RouterConfig(Section):
     port: int = Field(8000, ge=1, le=65535, description="Router HTTP port.")
     metrics_port: int | None = Field(
         None, ge=1, le=65535,
-        description="Its Prometheus port (--prometheus-port). Default: port + 21000 (8000 -> 29000, sglang-router's "
-        "default), or port - 21000 above 44535.",
+        description="Its Prometheus port (--prometheus-port). Default: port + 1 (port - 1 for 65535).",
     )
     policy: str | None = Field(None, description="Routing policy passed to sglang_router (--policy).")
     args: dict[str, ArgValue] = Field(default_factory=dict, description="Other sglang_router flags.")

@@ -93,8 +93,8 @@ def test_variant_renders_every_topology_key() -> None:
     joined = shlex.join(r)
     assert "--prefill http://10.0.0.11:30000 8998 --prefill http://10.0.0.11:30001 8999" in joined
     assert "--decode http://10.0.0.12:30100 --host 0.0.0.0 --port 8000 --policy round_robin" in joined
-    assert "--prometheus-port 29000 --prometheus-host 0.0.0.0 --shutdown-grace-period-secs 5" in joined
-    assert plan.router.ports == [8000, 29000] and plan.router.metrics_url == "http://10.0.0.11:29000/metrics"
+    assert "--prometheus-port 8001 --prometheus-host 0.0.0.0 --shutdown-grace-period-secs 5" in joined
+    assert plan.router.ports == [8000, 8001] and plan.router.metrics_url == "http://10.0.0.11:8001/metrics"
     assert r[-2:] == ["--log-level", "debug"]
     assert plan.router_url == "http://10.0.0.11:8000"
 
@@ -104,7 +104,7 @@ def test_router_flags_parse_with_sglang_router() -> None:
 
     plan = render(load_topology_text(SGLANG_BASE))
     args = parse_router_args(plan.router.argv[3:])
-    assert args.pd_disaggregation and args.policy == "round_robin" and args.prometheus_port == 29000
+    assert args.pd_disaggregation and args.policy == "round_robin" and args.prometheus_port == 8001
     assert args.prefill_urls == [("http://10.0.0.11:30000", 8998), ("http://10.0.0.11:30001", 8999)]
     assert args.decode_urls == ["http://10.0.0.12:30100"]
 
@@ -219,7 +219,7 @@ def test_colocated_renders_plain_sglang_servers_and_a_regular_router(replicas: i
     from sglang_router.launch_router import parse_router_args
 
     router = parse_router_args(plan.router.argv[3:])
-    assert not router.pd_disaggregation and router.prometheus_port == 31850 + 21000  # router.port + 21000
+    assert not router.pd_disaggregation and router.prometheus_port == 31851  # router.port + 1
     assert router.worker_urls == [f"http://127.0.0.1:{31500 + i}" for i in range(replicas)]
     assert "--pd-disaggregation" not in plan.router.argv and plan.router_url == "http://127.0.0.1:31850"
 

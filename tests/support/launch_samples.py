@@ -28,6 +28,7 @@ def local_cpu(
     doc["prefill"]["port"] = free_port()
     doc["decode"]["port"] = free_port()
     doc["router"]["port"] = free_port()
+    doc["router"]["metrics_port"] = free_port()
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(doc.get(key), dict):
             doc[key] = {**doc[key], **value}
