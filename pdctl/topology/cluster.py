@@ -156,7 +156,8 @@ def _refuse_rendered(lines: Any, rendered: dict[str, str], what: str) -> None:
     for line in lines:
         name = option_name(line)
         if name in rendered:
-            raise ValueError(f"{line!r}: pdctl renders {what} --{name} itself (from {rendered[name]})")
+            flag = f"-{name}" if len(name) == 1 else f"--{name}"
+            raise ValueError(f"{line!r}: pdctl renders {what} {flag} itself (from {rendered[name]})")
 
 
 _ABSOLUTE = "an absolute path"
