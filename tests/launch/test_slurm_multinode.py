@@ -148,26 +148,40 @@ def test_generate_metrics_status_and_down(job: dict) -> None:
     assert job["slurm"].squeue().strip() == ""
 
 
-def test_in_allocation_inside_salloc(cluster: dict, job: dict) -> None:
-    """After the submitted job is down: the same topology inside `salloc --nodes=2` (an interactive job)."""
+def test_in_allocation_inside_salloc_and_down_from_another_machine(cluster: dict, job: dict) -> None:
+    """After the submitted job is down: the same topology inside `salloc --nodes=2` (an interactive job), launched
+    detached from its shell; then `pdctl status` and `pdctl down` from another machine (host c), which reach the
+    steps through Slurm (by step name: the allocation is the user's, so it is left alone)."""
     down = _pdctl(cluster["env"], "down", "--run-dir", str(job["run_dir"]), cwd=cluster["tmp"], timeout=120)
     assert down.returncode == 0 and cluster["slurm"].squeue().strip() == ""  # the nodes (and their gres) are free
     run_dir = cluster["tmp"] / "run-salloc"
-    argv = ["salloc", "--partition=pd13", "--time=00:15:00", "--nodes=2", "--gres=gpu:2", sys.executable, "-m",
-            "pdctl", "launch", str(cluster["topo"]), "--in-allocation", "--run-dir", str(run_dir), "--timeout", "240"]
+    launch = [sys.executable, "-m", "pdctl", "launch", str(cluster["topo"]), "--in-allocation", "--run-dir",
+              str(run_dir), "--timeout", "240", "--detach"]
+    shell = 'trap "exit 0" TERM; "$@" && while :; do sleep 1; done'  # the interactive shell, after the launch
+    argv = ["salloc", "--partition=pd13", "--time=00:15:00", "--nodes=2", "--gres=gpu:2", "bash", "-c", shell,
+            "bash", *launch]
     salloc = subprocess.Popen(argv, cwd=cluster["tmp"], env=cluster["env"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    mh = cluster["mh"]
     try:
         state = wait_state(run_dir, "running", 300, salloc)
         assert not state["job_owned"]
-        _on_their_nodes(state, cluster["mh"])
+        _on_their_nodes(state, mh)
         _generate(state["router"]["url"])
-        children = Path(f"/proc/{salloc.pid}/task/{salloc.pid}/children").read_text().split()
-        os.kill(int(children[0]), signal.SIGINT)  # Ctrl-C to the launch; salloc then ends with it
-        _, err = salloc.communicate(timeout=120)
-        assert json.loads((run_dir / "state.json").read_text())["status"] == "stopped", err[-3000:]
-        assert not _pids_with("--role decode") & _netns_pids(cluster["mh"]["b"].netns)
-    finally:
+        elsewhere = ["env", f"SLURM_CONF={cluster['slurm'].conf}", sys.executable, "-m", "pdctl"]
+        status = mh["c"].run([*elsewhere, "status", "--run-dir", str(run_dir), "--json", "-"], timeout=120, check=False)
+        assert status.returncode == 0 and json.loads(status.stdout)["ok"], status.stderr[-2000:]
+        down = mh["c"].run([*elsewhere, "down", "--run-dir", str(run_dir)], timeout=180, check=False)
+        assert down.returncode == 0 and "stopped" in down.stdout, down.stdout + down.stderr
+        assert not _pids_with("--role decode") & _netns_pids(mh["b"].netns)
+        assert not _pids_with("--role prefill") & _netns_pids(mh["a"].netns)
+        assert salloc.poll() is None and "RUNNING" in cluster["slurm"].squeue()  # the user's allocation goes on
+    finally:  # the user leaves the interactive shell; salloc gives the allocation back
         if salloc.poll() is None:
-            os.killpg(salloc.pid, signal.SIGKILL)
-            salloc.wait(timeout=30)
+            for child in Path(f"/proc/{salloc.pid}/task/{salloc.pid}/children").read_text().split():
+                os.kill(int(child), signal.SIGTERM)
+            try:
+                salloc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(salloc.pid, signal.SIGKILL)
+                salloc.wait(timeout=30)
