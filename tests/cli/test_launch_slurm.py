@@ -35,3 +35,9 @@ def test_a_slurm_section_renders_the_script_without_executor(tmp_path: Path) -> 
     assert "#SBATCH --partition=gpu" in script and "#SBATCH --time=01:00:00" in script
     assert "#SBATCH --gpus-per-node=4" in script  # the nodes' gpus, asked for
     assert (tmp_path / "run" / "topology.yaml").is_file()  # what the job launches
+
+
+def test_preflight_of_nodes_a_job_assigns_needs_an_allocation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    done = pdctl("preflight", str(slurm_variant(CONFIG, tmp_path)), cwd=tmp_path)
+    assert done.returncode == 2 and "run this inside an allocation (salloc)" in " ".join(done.stderr.split())

@@ -187,3 +187,19 @@ def test_in_allocation_inside_salloc(tmp_path: Path, ref_checkpoint: Path) -> No
         if salloc.poll() is None:
             os.killpg(salloc.pid, signal.SIGKILL)
             salloc.wait(timeout=30)
+        if (run_dir / "state.json").exists():  # a salloc killed hard leaves its allocation behind
+            job = json.loads((run_dir / "state.json").read_text()).get("job_id")
+            if job:
+                subprocess.run(["scancel", str(job)], check=False, timeout=30)
+
+
+def test_preflight_inside_salloc_checks_the_nodes_of_the_allocation(tmp_path: Path, ref_checkpoint: Path) -> None:
+    topo = _topology(tmp_path, ref_checkpoint, "slurm-preflight")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    done = subprocess.run(["salloc", "--partition=debug", "--time=00:05:00", "--nodes=1", "--gres=gpu:1",
+                           sys.executable, "-m", "pdctl", "preflight", str(topo), "--json", "-"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["ok"] and [n["host"] for n in report["nodes"]] == [socket.gethostname().split(".")[0]]
+    assert report["nodes"][0]["facts"]["executor"] == "slurm" and report["transfers"][0]["verified"]

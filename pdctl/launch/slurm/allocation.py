@@ -152,3 +152,17 @@ def bind_allocation(topo: Topology) -> Topology:
     asking = list(dict.fromkeys(hosts[n.name] for n in topo.nodes if n.advertise_host is None))
     addresses = node_addresses(topo, asking, one_machine=len(set(hosts.values())) == 1)
     return bind(topo, hosts, addresses)
+
+
+def slurm_nodes(topo: Topology) -> Topology:
+    """TOPO ready to be reached through srun from here (`pdctl preflight` of a Slurm topology): bound to the
+    allocation this process runs in when it has one or when a node has no host; a node without host outside
+    any allocation is bad input (it only exists in a job)."""
+    if in_allocation():
+        return bind_allocation(topo)
+    unknown = [n.name for n in topo.nodes if n.allocated]
+    if unknown:
+        raise UserError(f"node(s) {', '.join(unknown)} have no host: a Slurm job assigns them; run this inside an "
+                        "allocation (salloc), where they are its nodes (`pdctl launch --submit` runs preflight in "
+                        "its job)")
+    return topo
