@@ -160,7 +160,7 @@ def _slurm_script(topo: Any, plan: Any, path: Path, timeout: float, skip_compat:
 
     write_plan(path, plan)
     script = write_script(topo, path, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)
-    out.print(f"[dim]# sbatch script: {script} (submit with --submit, or sbatch it yourself)[/]")
+    out.print(f"[dim]# sbatch script: {script} (submit with --submit, or sbatch it yourself)[/]", soft_wrap=True)
     out.print(script.read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True)
 
 
