@@ -51,10 +51,10 @@ def test_a_full_slurm_section_loads_normalised() -> None:
     ("slurm: {srun_options: {container-image: x}}\n", NODES, "renders pyxis's --container-* options"),
     ("slurm: {srun_options: [--nodelist=a]}\n", NODES, "pdctl renders srun --nodelist itself"),
     ("slurm: {partition: 'a b'}\n", NODES, "slurm.partition: expected a name matching"),
-    ("slurm: {}\n", "nodes:\n  - {name: p0, gpu: h100, gpus: 8, ssh: {user: u}}\n  - {name: d0, host: h, gpu: h100, "
-     "gpus: 8}\n", "nodes[0].ssh: a node without host (assigned by Slurm) is reached through srun, not ssh"),
-    ("slurm: {}\n", "nodes:\n  - {name: p0, gpu: h100, gpus: 8, advertise_host: 10.0.0.1}\n  - {name: d0, gpu: h100, "
-     "gpus: 8}\n", "nodes[0].advertise_host: a node without host (assigned by Slurm) advertises the address read"),
+    ("slurm: {}\n", ("nodes:\n  - {name: p0, gpu: h100, gpus: 8, ssh: {user: u}}\n  - {name: d0, host: h, gpu: h100, "
+                     "gpus: 8}\n"), "nodes[0].ssh: a node without host (assigned by Slurm) is reached through srun, not ssh"),
+    ("slurm: {}\n", ("nodes:\n  - {name: p0, gpu: h100, gpus: 8, advertise_host: 10.0.0.1}\n  - {name: d0, gpu: h100, "
+                     "gpus: 8}\n"), "nodes[0].advertise_host: a node without host (assigned by Slurm) advertises the address read"),
     ("engine: {container: {image: x, mounts: ['models:/models']}}\n", NODES.replace("gpus: 8}", "gpus: 8, host: h}"),
      "mount 'models:/models': the source must be an absolute path"),
     ("engine: {container: {image: x, mounts: ['/a:/b:rx']}}\n", NODES.replace("gpus: 8}", "gpus: 8, host: h}"),

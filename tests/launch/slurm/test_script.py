@@ -60,8 +60,8 @@ def test_the_script_line_by_line(tmp_path: Path) -> None:
         "# stays until the job is cancelled (pdctl down).",
         "set -euo pipefail",
         "export PDCTL_OWN_JOB=1",
-        f"exec {sys.executable} -m pdctl launch {run}/topology.yaml --in-allocation --run-dir {run} --timeout 300 "
-        "--skip-preflight",
+        (f"exec {sys.executable} -m pdctl launch {run}/topology.yaml --in-allocation --run-dir {run} --timeout 300 "
+         "--skip-preflight"),
     ]
     if shutil.which("bash"):
         done = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True, timeout=30, check=False)
