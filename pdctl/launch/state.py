@@ -100,7 +100,7 @@ class RunState:
         if source != copy.resolve():
             shutil.copyfile(source, copy)
         else:  # launched from the copy (the Slurm job does): the file the user launched is still the one named
-            source = Path(_previous(self.run_dir).get("topology_path") or source)
+            source = Path(current_state(self.run_dir).get("topology_path") or source)
         self.doc["topology_path"] = str(source)
 
     def add(self, record: dict[str, Any]) -> None:
@@ -129,8 +129,9 @@ class RunState:
         return doc
 
 
-def _previous(run_dir: Path) -> dict[str, Any]:
-    """The run dir's state.json as it is now ({} if there is none or it is unreadable)."""
+def current_state(run_dir: Path) -> dict[str, Any]:
+    """The run dir's state.json as it is now, {} if there is none or it is unreadable (for a reader that polls
+    while another process writes it, or that only wants a hint from it)."""
     try:
         doc = json.loads((run_dir / STATE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):

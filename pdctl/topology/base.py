@@ -24,3 +24,11 @@ def env_value(value: Any) -> Any:
     if isinstance(value, (int, float)):
         return str(value)
     return value
+
+
+def env_mapping(value: Any) -> Any:
+    """An environment mapping with its scalar values as text (see env_value); anything else is left to the
+    model's own type check."""
+    if isinstance(value, dict):
+        return {k: env_value(v) for k, v in value.items()}
+    return value

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from pdctl.topology.base import Section, env_value
+from pdctl.topology.base import Section, env_mapping
 
 # Slurm's --time forms: minutes, minutes:seconds, hours:minutes:seconds, days-hours, days-hours:minutes,
 # days-hours:minutes:seconds; and "UNLIMITED" / "INFINITE".
@@ -218,9 +218,7 @@ class ContainerConfig(Section):
     @field_validator("env", mode="before")
     @classmethod
     def _env_scalars(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: env_value(v) for k, v in value.items()}
-        return value
+        return env_mapping(value)
 
     def parsed_mounts(self) -> list[tuple[str, str, str | None]]:
         return [parse_mount(m) for m in self.mounts]

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from pdctl.topology.base import Section, env_value
+from pdctl.topology.base import Section, env_mapping, env_value
 from pdctl.topology.cluster import ContainerConfig, SlurmConfig
 
 GpuKind = Literal["gb300", "gb200", "b200", "h200", "h100", "cpu"]
@@ -73,9 +73,7 @@ class EngineConfig(Section):
     @field_validator("env", mode="before")
     @classmethod
     def _env_scalars(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: env_value(v) for k, v in value.items()}
-        return value
+        return env_mapping(value)
 
 
 class ModelConfig(Section):

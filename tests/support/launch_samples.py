@@ -77,3 +77,19 @@ prefill: {nodes: [p0], replicas: 2, tp: 4, port: 30000}
 decode: {nodes: [d0, d1], tp: 16, dp: 16, enable_dp_attention: true, port: 30100, radix_cache: true}
 router: {node: p0, port: 8000, policy: round_robin, args: {log-level: debug}}
 """
+
+
+def sglang_on_slurm(hosts: list[str | None], slurm: dict[str, Any], **over: Any) -> Any:
+    """SGLANG_BASE (nodes p0, d0, d1) for Slurm: HOSTS per node (None: left out, the job assigns it), a slurm:
+    section, OVER replacing top-level sections; the loaded Topology."""
+    from pdctl.topology import load_topology_text
+
+    doc = yaml.safe_load(SGLANG_BASE)
+    for node, host in zip(doc["nodes"], hosts):
+        if host is None:
+            node.pop("host")
+        else:
+            node["host"] = host
+    doc["slurm"] = slurm
+    doc.update(over)
+    return load_topology_text(yaml.safe_dump(doc, sort_keys=False))

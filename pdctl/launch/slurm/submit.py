@@ -11,7 +11,6 @@ tail of the job's output.
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections.abc import Callable
@@ -22,9 +21,9 @@ from pdctl.errors import CheckFailed, UserError
 from pdctl.launch.health import router_ready
 from pdctl.launch.slurm import jobs
 from pdctl.launch.slurm.script import SCRIPT_NAME, render_sbatch
-from pdctl.launch.state import TOPOLOGY_COPY, make_run_dir
+from pdctl.launch.state import TOPOLOGY_COPY, current_state, make_run_dir
 from pdctl.launch.supervisor import Launch, Progress, _quiet
-from pdctl.runs import STATE_FILE, remember_latest
+from pdctl.runs import remember_latest
 
 if TYPE_CHECKING:
     from pdctl.launch.plan import LaunchPlan
@@ -78,14 +77,6 @@ class JobOutput:
         return f"--- last {lines} lines of {self.path} ---\n" + "\n".join(text.splitlines()[-lines:])
 
 
-def _state(run_dir: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads((run_dir / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
 def submit_topology(
     topo: Topology,
     plan: LaunchPlan,
@@ -130,7 +121,7 @@ def _follow(job_id: str, run_dir: Path, timeout: float, output: JobOutput, progr
         for line in output.new_lines():
             say(line)
         state = jobs.job_state(job_id)
-        doc = _state(run_dir)
+        doc = current_state(run_dir)
         status = doc.get("status")
         if status == "running" and doc.get("job_id") == job_id:
             break
@@ -163,7 +154,7 @@ def _follow(job_id: str, run_dir: Path, timeout: float, output: JobOutput, progr
                               f"from this machine ({what})", detail=output.tail())
         time.sleep(POLL_S)
     progress(name, "healthy", f"{time.monotonic() - started:.0f}s")
-    return _state(run_dir)
+    return current_state(run_dir)
 
 
 def launch_in_allocation(topo: Topology, run_dir: Path | None = None, **launch: Any) -> dict[str, Any]:

@@ -7,7 +7,6 @@ import socket
 import subprocess
 
 import pytest
-import yaml
 
 from pdctl.errors import UserError
 from pdctl.launch.slurm.allocation import (
@@ -19,19 +18,11 @@ from pdctl.launch.slurm.allocation import (
     parse_reports,
     require_allocation,
 )
-from pdctl.topology import load_topology_text
-from tests.support.launch_samples import SGLANG_BASE
+from tests.support.launch_samples import sglang_on_slurm
 
 
 def topology(hosts: list[str | None], **slurm: object):
-    doc = yaml.safe_load(SGLANG_BASE)
-    for node, host in zip(doc["nodes"], hosts):
-        if host is None:
-            node.pop("host")
-        else:
-            node["host"] = host
-    doc["slurm"] = dict(slurm)
-    return load_topology_text(yaml.safe_dump(doc))
+    return sglang_on_slurm(hosts, dict(slurm))
 
 
 def test_named_nodes_keep_their_host_and_the_others_take_the_rest_in_order() -> None:

@@ -10,12 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from pdctl.errors import UserError
 from pdctl.launch.slurm.script import job_nodes, render_sbatch
-from pdctl.topology import load_topology_text
-from tests.support.launch_samples import SGLANG_BASE
+from tests.support.launch_samples import sglang_on_slurm
 
 FULL = {"partition": "gpu", "account": "llm", "qos": "high", "time_limit": "1-00:00:00", "reservation": "pd-tests",
         "constraint": "h100", "gres": "gpu:8", "job_name": "gpt-oss-pd",
@@ -23,14 +21,7 @@ FULL = {"partition": "gpu", "account": "llm", "qos": "high", "time_limit": "1-00
 
 
 def topology(slurm: dict, hosts: list[str | None]):
-    doc = yaml.safe_load(SGLANG_BASE)
-    for node, host in zip(doc["nodes"], hosts):
-        if host is None:
-            node.pop("host")
-        else:
-            node["host"] = host
-    doc["slurm"] = slurm
-    return load_topology_text(yaml.safe_dump(doc, sort_keys=False))
+    return sglang_on_slurm(hosts, slurm)
 
 
 def test_the_script_line_by_line(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pdctl.errors import UserError
 from pdctl.launch.planner import render
 from pdctl.launch.slurm.step import STEP_SCRIPT_NAME, gpu_option, job_options, step_prefix
 from pdctl.topology import load_topology_text
-from tests.support.launch_samples import SGLANG_BASE
+from tests.support.launch_samples import SGLANG_BASE, sglang_on_slurm
 
 SLURM = {"partition": "gpu", "account": "llm", "qos": "high", "time_limit": "02:00:00", "reservation": "pd",
          "constraint": "h100&ib", "srun_options": {"cpu-bind": "none", "mpi": "pmix"},
@@ -20,14 +20,10 @@ SLURM = {"partition": "gpu", "account": "llm", "qos": "high", "time_limit": "02:
 
 
 def topology(slurm: dict | None = None, container: dict | None = None, **over: object):
-    doc = yaml.safe_load(SGLANG_BASE)
-    for node in doc["nodes"]:
-        node.pop("host")
-    doc["slurm"] = slurm if slurm is not None else SLURM
     if container:
-        doc["engine"]["container"] = container
-    doc.update(over)
-    return load_topology_text(yaml.safe_dump(doc))
+        engine = {**yaml.safe_load(SGLANG_BASE)["engine"], "container": container}
+        over = {"engine": engine, **over}
+    return sglang_on_slurm([None, None, None], SLURM if slurm is None else slurm, **over)
 
 
 def test_a_step_inside_the_allocation_word_by_word() -> None:
