@@ -47,10 +47,14 @@ def _out(json_path: str | None):
     type=click.Choice(["auto", "slurm"]),
     default="auto",
     show_default=True,
-    help="auto: local for nodes without ssh:, ssh for the others; slurm: render an sbatch script.",
+    help="auto: slurm when the topology has a slurm: section, else local for nodes without ssh: and ssh for "
+    "the others; slurm: render the sbatch script.",
 )
-@click.option("--submit", is_flag=True, help="With --executor slurm: submit the script with sbatch.")
-@json_option("the plan (dry run, slurm) or the run state")
+@click.option("--submit", is_flag=True, help="Slurm: submit the script with sbatch and wait until ready.")
+@click.option("--in-allocation", is_flag=True,
+              help="Inside a Slurm allocation (salloc, an sbatch job): take its nodes, start every process as "
+              "an srun step (what the submitted job runs).")
+@json_option("the plan (dry run, slurm script) or the run state")
 def launch(
     topology: str,
     dry_run: bool,
@@ -61,13 +65,15 @@ def launch(
     skip_preflight: bool,
     executor: str,
     submit: bool,
+    in_allocation: bool,
     json_path: str | None,
 ) -> None:
     """Start prefill, decode and router from TOPOLOGY, wait until healthy, print the URLs.
 
-    Every path (a launch, --dry-run, the Slurm script) runs check-compat first on the commands it renders,
-    with the SGLang version from engine.version or, when that is missing, asked from the nodes; a launch then
-    runs preflight of the actual nodes (--skip-compat / --skip-preflight skip them, loudly)."""
+    Every path (a launch, --dry-run, the Slurm script, the job itself) runs check-compat first on the commands
+    it renders, with the SGLang version from engine.version or, when that is missing, asked from the nodes; a
+    launch then runs preflight of the actual nodes (--skip-compat / --skip-preflight skip them, loudly).
+    Under Slurm the job does both on the nodes it was given."""
     from pdctl.errors import UserError
     from pdctl.launch.gate import gate
     from pdctl.launch.planner import render
@@ -78,51 +84,55 @@ def launch(
     out = _out(json_path)
     topo = load_topology(topology)
     path = Path(run_dir) if run_dir else default_run_dir(topo.name)
-    if submit and executor != "slurm":
-        raise UserError("--submit only applies to --executor slurm")
-    # Slurm nodes cannot be asked before the job runs; a dry run asks what it can reach but does not fail on it
-    topo, version = gate(topo, skip_compat=skip_compat, ask=executor != "slurm",
-                         strict=not (dry_run or executor == "slurm"), warn=_loud)
-    if version is not None and version.note:
-        err_console.print(f"[yellow]note:[/] {version.note}", highlight=False)
-    starting = not dry_run and (executor != "slurm" or submit)
-    if starting and skip_preflight:
+    slurm = executor == "slurm" or (executor == "auto" and topo.slurm is not None)
+    if in_allocation and (dry_run or submit):
+        raise UserError("--in-allocation starts the deployment in this allocation: it takes no --dry-run or --submit")
+    if submit and not slurm:
+        raise UserError("--submit applies to Slurm: add a slurm: section to the topology, or --executor slurm")
+    starting = not dry_run and (not slurm or submit or in_allocation)
+    if starting and skip_preflight and not submit:  # a submitted job says it itself
         err_console.print("[bold yellow]warning:[/] --skip-preflight: the nodes are NOT checked before launch "
                           "(versions, model, ports, transfer path)")
-    if dry_run or executor == "slurm":
-        nvlink_domain = None
-        if starting and not skip_preflight:
-            from pdctl.launch.gate import preflight_gate
+    if in_allocation:
+        from pdctl.launch.slurm.submit import launch_in_allocation
 
-            nvlink_domain = preflight_gate(topo, slurm=True, on_report=lambda r: _preflight_seen(r, out))
-        plan = render(topo, startup_timeout_s=int(timeout), nvlink_domain=nvlink_domain)
+        _foreground(out, json_path, launch_in_allocation, topo, path, timeout=timeout, skip_compat=skip_compat,
+                    detach=detach, preflight=not skip_preflight, warn=_loud)
+        return
+    # Slurm nodes cannot be asked before the job runs (the job asks them); a dry run asks what it can reach
+    # but does not fail on it
+    topo, version = gate(topo, skip_compat=skip_compat, ask=not slurm, strict=not (dry_run or slurm), warn=_loud)
+    if version is not None and version.note:
+        err_console.print(f"[yellow]note:[/] {version.note}", highlight=False)
+    if dry_run or slurm:
+        plan = render(topo, startup_timeout_s=int(timeout), slurm=slurm)
         if dry_run:
             plan_file = write_plan(path, plan)
             _print_plan(plan, out)
             out.print(f"[dim]plan written to {plan_file}[/]")
+        elif submit:
+            write_json(json_path, _submit(topo, plan, path, timeout, skip_compat, skip_preflight, out))
+            return
         else:
-            _slurm(topo, plan, path, timeout, submit, out)
+            _slurm_script(topo, plan, path, timeout, skip_compat, skip_preflight, out)
         write_json(json_path, plan.to_json())
         return
     from pdctl.launch.supervisor import launch_topology
 
+    _foreground(out, json_path, launch_topology, topo, path, timeout=timeout, skip_compat=skip_compat,
+                detach=detach, preflight=not skip_preflight)
+
+
+def _foreground(out: Any, json_path: str | None, start: Any, topo: Any, path: Path, **options: Any) -> None:
+    """A launch from here (local/ssh, or srun steps in an allocation): live progress, the ready message."""
     with _ProgressView() as view:
 
         def ready(state: dict[str, Any]) -> None:
             view.stop()
             _print_ready(state, out, foreground=True)
 
-        state = launch_topology(
-            topo,
-            path,
-            timeout=timeout,
-            skip_compat=skip_compat,
-            detach=detach,
-            progress=view.update,
-            on_ready=ready,
-            preflight=not skip_preflight,
-            on_preflight=lambda r: _preflight_seen(r, out),
-        )
+        state = start(topo, path, progress=view.update, on_ready=ready,
+                      on_preflight=lambda r: _preflight_seen(r, out), **options)
     _print_ready(state, out, foreground=False)
     write_json(json_path, state)
 
@@ -142,20 +152,34 @@ def _preflight_seen(report: Any, out: Any) -> None:
         render_report(report, err_console)
 
 
-def _slurm(topo: Any, plan: Any, path: Path, timeout: float, submit: bool, out: Any) -> None:
+def _slurm_script(topo: Any, plan: Any, path: Path, timeout: float, skip_compat: bool, skip_preflight: bool,
+                  out: Any) -> None:
+    """Write plan.json and the sbatch script, and print the script (submit it with --submit, or sbatch)."""
+    from pdctl.launch.slurm.submit import write_script
     from pdctl.launch.state import write_plan
-    from pdctl.launch.submit import submit_plan, write_script
 
-    if not submit:  # (a submit writes plan.json itself, once it knows the run dir holds no live job)
-        write_plan(path, plan)
-        script = write_script(plan, path, timeout)
-        out.print(f"[dim]# sbatch script: {script} (submit with --submit, or sbatch it yourself)[/]")
-        out.print(script.read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True)
-        return
+    write_plan(path, plan)
+    script = write_script(topo, path, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)
+    out.print(f"[dim]# sbatch script: {script} (submit with --submit, or sbatch it yourself)[/]", soft_wrap=True)
+    out.print(script.read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True)
+
+
+def _submit(topo: Any, plan: Any, path: Path, timeout: float, skip_compat: bool, skip_preflight: bool,
+            out: Any) -> dict[str, Any]:
+    """sbatch the job and follow it (its output relayed on stderr) until its deployment is ready."""
+    from rich.text import Text
+
+    from pdctl.launch.slurm.submit import submit_topology
+
+    def say(line: str) -> None:
+        err_console.print(Text("job | ", style="dim") + Text(line), highlight=False, soft_wrap=True)
+
     with _ProgressView() as view:
-        state = submit_plan(plan, path, timeout=timeout, progress=view.update, topology_path=topo.source_path)
-    out.print(f"[bold green]ready[/] — slurm job {state['job_id']}, router {plan.router_url}")
+        state = submit_topology(topo, plan, path, timeout=timeout, skip_compat=skip_compat,
+                                skip_preflight=skip_preflight, progress=view.update, say=say)
+    out.print(f"[bold green]ready[/] — slurm job {state['job_id']}, router {state['router']['url']}", highlight=False)
     out.print(f"  run dir: {state['run_dir']}  (pdctl status | logs | down)", highlight=False)
+    return state
 
 
 def _print_plan(plan: Any, out: Any) -> None:

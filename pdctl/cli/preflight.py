@@ -19,7 +19,8 @@ def executor_option(func: Any) -> Any:
         type=click.Choice(["auto", "slurm"]),
         default="auto",
         show_default=True,
-        help="auto: ssh for nodes with ssh:, else this machine; slurm: srun on the Slurm node named by host.",
+        help="auto: slurm when the topology has a slurm: section, else ssh for nodes with ssh: and this machine for "
+        "the others; slurm: srun on the Slurm node named by host (inside an allocation: its nodes).",
     )(func)
 
 
@@ -55,9 +56,14 @@ def preflight(
 
     out = err_console if json_path == "-" else console
     topo = load_topology(topology)
+    slurm = executor == "slurm" or (executor == "auto" and topo.slurm is not None)
+    if slurm:
+        from pdctl.launch.slurm.allocation import slurm_nodes
+
+        topo = slurm_nodes(topo)
     with out.status("preflight") as status:
         report = run_preflight(topo, skip_transfer=skip_transfer, tokens=tokens, timeout=node_timeout,
-                               slurm=executor == "slurm", progress=lambda msg: status.update(f"preflight: {msg}"))
+                               slurm=slurm, progress=lambda msg: status.update(f"preflight: {msg}"))
     render_report(report, out)
     write_json(json_path, report.to_json())
     if not report.ok:

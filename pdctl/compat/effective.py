@@ -143,7 +143,7 @@ def effective(topo: Any, version: VersionChoice | None = None) -> Effective:
     from pdctl.launch.planner import render
 
     version = version or choose(topo.engine.version)
-    plan = render(topo, prometheus_port=0)  # 0: no port is probed; compat does not judge the router
+    plan = render(topo, wrap=False)  # the commands themselves, not what starts them (docker, srun)
     reference = topo.engine.kind == "reference"
     table = None if reference else load_table(version.table)
     roles: dict[str, EffectiveRole] = {}

@@ -37,19 +37,23 @@ class NodeAnswer:
     why: str = ""
 
 
-def askable(topo: Topology, node: Node) -> bool:
-    """Nodes pdctl can run a command on: ssh nodes, and nodes without ssh that are this machine."""
+def askable(topo: Topology, node: Node, *, slurm: bool = False) -> bool:
+    """Nodes pdctl can run a command on: Slurm nodes through srun, ssh nodes, and nodes without ssh that are
+    this machine."""
     from pdctl.launch.hosts import is_local_host
 
-    return node.ssh is not None or is_local_host(node.host)
+    if slurm:
+        return not node.allocated
+    return node.ssh is not None or (node.host is not None and is_local_host(node.host))
 
 
-def ask_node(topo: Topology, node: Node) -> NodeAnswer:
-    """Run engine.python on NODE (through its executor) to read the installed SGLang version."""
+def ask_node(topo: Topology, node: Node, *, slurm: bool = False) -> NodeAnswer:
+    """Run engine.python on NODE (through its executor, in the engine's container) to read the installed
+    SGLang version."""
     from pdctl.launch.executors import node_executor
 
     argv = [topo.engine.python, *ASK_VERSION]
-    done = node_executor(node).run(argv, timeout=ASK_TIMEOUT_S, env=dict(topo.engine.env))
+    done = node_executor(node, slurm=slurm, topo=topo).run(argv, timeout=ASK_TIMEOUT_S, env=dict(topo.engine.env))
     out = done.stdout.strip().splitlines()
     if done.returncode == 0 and out and parse_version(out[-1]) is not None:
         return NodeAnswer(node.name, out[-1].strip())
@@ -59,7 +63,8 @@ def ask_node(topo: Topology, node: Node) -> NodeAnswer:
     return NodeAnswer(node.name, None, f"{topo.engine.python} exited {done.returncode}: {tail[0]}")
 
 
-def engine_version(topo: Topology, *, ask: bool, strict: bool) -> tuple[Topology, VersionChoice | None]:
+def engine_version(topo: Topology, *, ask: bool, strict: bool,
+                   slurm: bool = False) -> tuple[Topology, VersionChoice | None]:
     """The topology with engine.version filled from the nodes when it was missing, and the version choice.
 
     ASK: query the nodes that can be reached (a real launch; a dry run of local/ssh nodes). STRICT: a node
@@ -70,8 +75,8 @@ def engine_version(topo: Topology, *, ask: bool, strict: bool) -> tuple[Topology
     if topo.engine.version or not ask:
         return topo, choose(topo.engine.version)
     names = list(dict.fromkeys(n for r in topo.roles() for n in r.nodes))
-    nodes = [topo.node(n) for n in names if askable(topo, topo.node(n))]
-    answers = [ask_node(topo, n) for n in nodes]
+    nodes = [topo.node(n) for n in names if askable(topo, topo.node(n), slurm=slurm)]
+    answers = [ask_node(topo, n, slurm=slurm) for n in nodes]
     bad = [a for a in answers if a.version is None]
     if bad and strict:
         raise CheckFailed(
@@ -134,17 +139,19 @@ def require_local_nodes(plan: LaunchPlan) -> None:
     """Processes on nodes without `ssh:` start here: their host must be this machine (before anything starts)."""
     from pdctl.launch.hosts import is_local_host
 
-    remote = sorted({(p.node, p.host) for p in plan.processes() if p.ssh is None and not is_local_host(p.host)})
+    remote = sorted({(p.node, p.host) for p in plan.processes()
+                     if p.ssh is None and p.executor is None and not is_local_host(p.host)})
     if remote:
         names = ", ".join(f"{n} ({h})" for n, h in remote)
         raise UserError(f"node(s) {names} have no ssh: and are not this machine: the local executor cannot start "
                         "processes there; add ssh: to those nodes, or use --executor slurm")
 
 
-def gate(topo: Topology, *, skip_compat: bool, ask: bool, strict: bool,
-         warn: Any = None) -> tuple[Topology, VersionChoice | None]:
-    """Version, then check-compat (or the skip notice through WARN): the one gate of every launch path."""
-    topo, version = engine_version(topo, ask=ask, strict=strict)
+def gate(topo: Topology, *, skip_compat: bool, ask: bool, strict: bool, warn: Any = None,
+         slurm: bool = False) -> tuple[Topology, VersionChoice | None]:
+    """Version, then check-compat (or the skip notice through WARN): the one gate of every launch path.
+    SLURM: the nodes are asked through srun (a launch inside an allocation)."""
+    topo, version = engine_version(topo, ask=ask, strict=strict, slurm=slurm)
     if skip_compat:
         if warn is not None:
             warn(skipped_compat(topo, version))

@@ -40,12 +40,24 @@ class ProcessSpec:
     ports: list[int] = field(default_factory=list)  # ports it binds on its node
     ssh: dict[str, Any] | None = None  # SSHConfig as a dict when the node is remote
     advertise: str | None = None  # the address it gives peers (URL host, bootstrap, KV transfer endpoints)
+    # what runs the command on its node: `docker run ... IMAGE` (engine.container on local/ssh nodes) or an
+    # `srun ...` step (Slurm, with pyxis and setup lines); empty = the command as it is
+    wrap: list[str] = field(default_factory=list)
+    executor: str | None = None  # "srun": a Slurm step started from here; None: ssh if `ssh`, else local
+    container: str | None = None  # the docker container's name (removed by `pdctl down` if it outlives docker)
+    metrics_url: str | None = None  # Prometheus endpoint (the router's)
+
+    @property
+    def launch_argv(self) -> list[str]:
+        """What the executor runs: the wrapper, then `env K=V ...` and the command (env inside the wrapper, so
+        that it reaches the process in a container or on a Slurm node)."""
+        env = [f"{k}={v}" for k, v in self.env.items()]
+        return [*self.wrap, *(["env", *env] if env else []), *self.argv]
 
     @property
     def command(self) -> str:
-        """A copy-pasteable shell line: `env K=V ... argv` (every value shell-quoted)."""
-        prefix = [f"{k}={v}" for k, v in self.env.items()]
-        return shlex.join((["env", *prefix] if prefix else []) + list(self.argv))
+        """A copy-pasteable shell line: `[wrapper] env K=V ... argv` (every value shell-quoted)."""
+        return shlex.join(self.launch_argv)
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -85,6 +97,7 @@ class LaunchPlan:
             "nodes": {node: [p.name for p in procs] for node, procs in self.by_node().items()},
             "processes": [p.to_json() for p in self.workers],
             "router": self.router.to_json(),
+            "router_metrics_url": self.router.metrics_url,
             "notes": list(self.notes),
         }
 
@@ -97,8 +110,9 @@ def process_name(role: str, replica: int, node_rank: int = 0) -> str:
 def node_python(topo: Topology, node: Node) -> str:
     """The interpreter for pdctl's own Python processes on NODE (the reference engine, sglang_router).
     On this machine a bare `python`/`python3` would likely be a Python without pdctl and its router; the
-    interpreter running pdctl certainly has them, so that one is used. Remote nodes get engine.python."""
-    if node.ssh is None and topo.engine.python in _DEFAULT_PYTHONS:
+    interpreter running pdctl certainly has them, so that one is used. Remote nodes and containers get
+    engine.python."""
+    if node.ssh is None and topo.engine.container is None and topo.engine.python in _DEFAULT_PYTHONS:
         return sys.executable
     return topo.engine.python
 

@@ -19,21 +19,23 @@ if TYPE_CHECKING:
 def render(
     topo: Topology,
     *,
-    prometheus_port: int | None = None,
     startup_timeout_s: int = 600,
     nvlink_domain: bool | None = None,
+    slurm: bool = False,
+    wrap: bool = True,
 ) -> LaunchPlan:
-    """The launch plan of TOPO: per replica per node the exact argv + env, then the router.
+    """The launch plan of TOPO: per replica per node the exact argv + env, then the router; every port from
+    the topology or its documented derivation (two renders are identical).
     NVLINK_DOMAIN: preflight's finding that prefill and decode nodes share an NVLink domain (None: unknown),
-    which decides `transfer.nvlink: auto`."""
+    which decides `transfer.nvlink: auto`. SLURM: every process is an srun step on its node (in the
+    topology's container, after its setup lines); otherwise engine.container puts it behind `docker run`.
+    WRAP=False: the commands alone (what check-compat judges)."""
     placements = place(topo)
     render_replica = render_reference_replica if topo.engine.kind == "reference" else render_sglang_replica
     workers: list[ProcessSpec] = []
     for placement in placements:
         workers += render_replica(topo, topo.role(placement.role), placement)
-    router = render_router(
-        topo, placements, prometheus_port=prometheus_port, startup_timeout_s=startup_timeout_s
-    )
+    router = render_router(topo, placements, startup_timeout_s=startup_timeout_s)
     notes = []
     nvlink, note = use_nvlink(topo, nvlink_domain)
     if note:
@@ -42,6 +44,9 @@ def render(
     workers = [replace(w, env={**transfer_env(topo, nvlink, w.role), **w.env}) for w in workers]
     if any(p.nnodes > 1 for p in placements):
         notes.append("multi-node replicas: start every node rank; only node rank 0 serves HTTP")
+    if wrap:
+        workers = [wrap_process(topo, w, slurm=slurm) for w in workers]
+        router = wrap_process(topo, router, slurm=slurm)
     return LaunchPlan(
         topology=topo.name,
         engine=topo.engine.kind,
@@ -50,3 +55,20 @@ def render(
         router_url=router.url or "",
         notes=notes,
     )
+
+
+def wrap_process(topo: Topology, proc: ProcessSpec, *, slurm: bool) -> ProcessSpec:
+    """PROC as it is started: an srun step on its node (SLURM), or in `docker run` (engine.container), or as
+    it is."""
+    node = topo.node(proc.node)
+    if slurm:
+        from pdctl.launch.slurm.step import step_name, step_prefix
+
+        return replace(proc, wrap=step_prefix(topo, node, name=step_name(topo, proc.name), inside=True),
+                       executor="srun")
+    if topo.engine.container is not None:
+        from pdctl.launch.container import container_name, docker_prefix
+
+        name = container_name(topo, proc.name)
+        return replace(proc, wrap=docker_prefix(topo, node, name=name), container=name)
+    return proc

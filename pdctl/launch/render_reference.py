@@ -82,7 +82,7 @@ def render_reference_replica(
             role=role.name,
             replica=placement.replica,
             node=node.name,
-            host=node.host,
+            host=node.target,
             node_rank=0,
             argv=argv,
             env=env,

@@ -3,7 +3,6 @@ regular mode (`--worker-urls`) in front of the servers of a colocated topology."
 
 from __future__ import annotations
 
-import socket
 from typing import TYPE_CHECKING
 
 from pdctl.launch.plan import ProcessSpec, merge_flags, node_python, node_ssh
@@ -18,14 +17,6 @@ SHUTDOWN_GRACE_SECS = 5
 _WILDCARD = {"0.0.0.0", "::", ""}
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port free right now on this machine. sglang_router refuses --prometheus-port 0, and its default
-    (29000) would clash between two deployments on one machine."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host if host not in _WILDCARD else "0.0.0.0", 0))
-        return int(s.getsockname()[1])
-
-
 def router_address(topo: Topology) -> str:
     """The address clients reach the router at: its bind address, or its node's address for a wildcard."""
     host = topo.router.host
@@ -37,11 +28,25 @@ def router_url(topo: Topology) -> str:
     return f"http://{host_for_url(router_address(topo))}:{topo.router.port}"
 
 
+def metrics_port(topo: Topology) -> int:
+    """The router's Prometheus port: router.metrics_port (written, or derived from router.port by the loader:
+    pdctl.topology.model.ROUTER_METRICS_OFFSET); a `prometheus-port` in router.args, which replaces the
+    rendered flag, wins here too."""
+    given = topo.router.args.get("prometheus-port")
+    if isinstance(given, int) and not isinstance(given, bool) or isinstance(given, str) and given.isdigit():
+        return int(given)
+    return int(topo.router.metrics_port or 0)
+
+
+def router_metrics_url(topo: Topology) -> str:
+    """Where the router's Prometheus metrics are read (`router.metrics_url` in plan.json and state.json)."""
+    return f"http://{host_for_url(router_address(topo))}:{metrics_port(topo)}/metrics"
+
+
 def render_router(
     topo: Topology,
     placements: list[ReplicaPlacement],
     *,
-    prometheus_port: int | None = None,
     startup_timeout_s: int = 600,
 ) -> ProcessSpec:
     """`python -m sglang_router.launch_router --pd-disaggregation --prefill URL BOOTSTRAP ... --decode URL`,
@@ -64,10 +69,12 @@ def render_router(
     argv += ["--host", topo.router.host, "--port", str(topo.router.port)]
     if topo.router.policy:
         argv += ["--policy", topo.router.policy]
-    prom = prometheus_port if prometheus_port is not None else free_port()
+    prom = metrics_port(topo)
     argv += [
         "--prometheus-port",
         str(prom),
+        "--prometheus-host",
+        topo.router.host,
         "--shutdown-grace-period-secs",
         str(SHUTDOWN_GRACE_SECS),
         "--worker-startup-timeout-secs",
@@ -79,7 +86,7 @@ def render_router(
         role="router",
         replica=0,
         node=node.name,
-        host=node.host,
+        host=node.target,
         node_rank=0,
         argv=argv,
         env=dict(topo.engine.env),
@@ -89,4 +96,5 @@ def render_router(
         ports=[topo.router.port, prom],
         ssh=node_ssh(node),
         advertise=router_address(topo),
+        metrics_url=router_metrics_url(topo),
     )

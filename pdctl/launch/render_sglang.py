@@ -190,7 +190,7 @@ def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPl
                 role=role.name,
                 replica=placement.replica,
                 node=node.name,
-                host=node.host,
+                host=node.target,
                 node_rank=slot.node_rank,
                 argv=argv,
                 env=env,

@@ -15,6 +15,17 @@ from pdctl.launch.state import all_records, write_state
 from pdctl.runs import read_state, resolve_run_dir
 
 GRACE_S = 10.0
+DOCKER_RM_TIMEOUT_S = 30.0
+
+
+def _stop(record: dict[str, Any], grace_s: float) -> str:
+    """Stop one record; a docker container (engine.container) is then removed too, in case it outlived its
+    `docker run` client (a SIGKILLed client leaves its container running)."""
+    executor = executor_for(record)
+    outcome = executor.stop(record, grace_s)
+    if record.get("container"):
+        executor.run(["docker", "rm", "-f", str(record["container"])], timeout=DOCKER_RM_TIMEOUT_S)
+    return outcome
 
 
 def _stop_all(records: list[dict[str, Any]], grace_s: float) -> dict[str, str]:
@@ -22,7 +33,7 @@ def _stop_all(records: list[dict[str, Any]], grace_s: float) -> dict[str, str]:
     if not records:
         return {}
     with ThreadPoolExecutor(max_workers=min(16, len(records))) as pool:
-        results = list(pool.map(lambda r: executor_for(r).stop(r, grace_s), records))
+        results = list(pool.map(lambda r: _stop(r, grace_s), records))
     return {r["name"]: outcome for r, outcome in zip(records, results)}
 
 
@@ -40,7 +51,8 @@ def stop_records(records: list[dict[str, Any]], *, grace_s: float = GRACE_S) -> 
 def teardown(run_dir: str | Path | None = None, *, grace_s: float = GRACE_S) -> dict[str, str]:
     """Stop every process of a run (the latest run if RUN_DIR is None); marks the state `stopped`.
 
-    Slurm runs are cancelled with scancel (through their records). Returns what happened to each process."""
+    Slurm steps are stopped through their records (their srun clients, or scancel from another machine).
+    Returns what happened to each process."""
     path = resolve_run_dir(run_dir)
     state = read_state(path)
     outcome = stop_records(all_records(state), grace_s=grace_s)

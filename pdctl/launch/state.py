@@ -3,8 +3,9 @@
 state.json is rewritten after every process start (atomically), so that whatever happens to pdctl, the
 pids and process groups of everything it started are on disk for `pdctl down`.
 Keys (ARCHITECTURE.md): topology, run_dir, processes [{role, replica, node, pid, pgid, url, log, executor}],
-router {url, pid, pgid, log}; plus name, host, node_rank, start_time, ssh per process, status, launched_at,
-topology_path (the file launched; copied to <run_dir>/topology.yaml).
+router {url, metrics_url, pid, pgid, log}; plus name, host, node_rank, start_time, ssh per process, status,
+launched_at, topology_path (the file launched; copied to <run_dir>/topology.yaml); srun steps add job_id, step,
+launcher, job_owned; docker-wrapped processes their container.
 """
 
 from __future__ import annotations
@@ -62,12 +63,13 @@ def new_record(proc: ProcessSpec, run_dir: Path) -> dict[str, Any]:
         "url": proc.url,
         "health_path": proc.health_path,
         "log": log_path(run_dir, proc),
-        "executor": "ssh" if proc.ssh is not None else "local",
+        "executor": proc.executor or ("ssh" if proc.ssh is not None else "local"),
         "ssh": proc.ssh,
         "pid": None,
         "pgid": None,
         "start_time": None,
-    }
+    } | ({"metrics_url": proc.metrics_url} if proc.metrics_url else {}) | (
+        {"container": proc.container} if proc.container else {})
 
 
 class RunState:
@@ -83,7 +85,7 @@ class RunState:
             "launched_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "router_url": plan.router_url,
             "processes": [],
-            "router": {"url": plan.router_url},
+            "router": {"url": plan.router_url, "metrics_url": plan.router.metrics_url},
         }
 
     def record_topology(self, source_path: str | Path | None) -> None:
@@ -97,6 +99,8 @@ class RunState:
         copy = self.run_dir / TOPOLOGY_COPY
         if source != copy.resolve():
             shutil.copyfile(source, copy)
+        else:  # launched from the copy (the Slurm job does): the file the user launched is still the one named
+            source = Path(current_state(self.run_dir).get("topology_path") or source)
         self.doc["topology_path"] = str(source)
 
     def add(self, record: dict[str, Any]) -> None:
@@ -123,6 +127,16 @@ class RunState:
         doc["processes"] = [public(r) for r in self.doc["processes"]]
         doc["router"] = public(self.doc["router"])
         return doc
+
+
+def current_state(run_dir: Path) -> dict[str, Any]:
+    """The run dir's state.json as it is now, {} if there is none or it is unreadable (for a reader that polls
+    while another process writes it, or that only wants a hint from it)."""
+    try:
+        doc = json.loads((run_dir / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def write_state(run_dir: Path, doc: dict[str, Any]) -> None:

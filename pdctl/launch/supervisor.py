@@ -59,7 +59,7 @@ def precheck_ports(plan: LaunchPlan) -> None:
     """Fail before starting anything if a local process's port is already in use: otherwise a health
     probe could be answered by whatever holds the port, and the failure would surface late and vaguely."""
     for proc in plan.processes():
-        if proc.ssh is not None or not proc.bind_host:
+        if proc.ssh is not None or proc.executor is not None or not proc.bind_host:
             continue
         for port in proc.ports:
             try:
@@ -224,6 +224,9 @@ def launch_topology(
     remember: bool = True,
     preflight: bool = False,
     on_preflight: Callable[[Any], None] | None = None,
+    slurm: bool = False,
+    warn: Callable[[str], None] | None = None,
+    state: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Launch TOPO and return its state document once the router routes to every worker.
 
@@ -233,20 +236,24 @@ def launch_topology(
     remember=False leaves `.pdctl/latest` alone: for a helper deployment (parity's reference topology)
     that later `pdctl status/eval/down` without --run-dir must not pick up instead of the user's run.
     PREFLIGHT: check the nodes first (pdctl.launch.gate; `pdctl launch` does unless --skip-preflight), with
-    ON_PREFLIGHT called with the report."""
+    ON_PREFLIGHT called with the report. SLURM: TOPO's nodes are Slurm nodes of the allocation this process
+    runs in (pdctl.launch.slurm.allocation binds them): nodes are asked and checked through srun, and every
+    process is an srun step started from here. WARN receives --skip-compat's notice. STATE: extra top-level
+    keys of state.json (the Slurm job, the nodes it was given)."""
     progress = progress or _quiet
-    topo, _ = gate(topo, skip_compat=skip_compat, ask=True, strict=True)
-    plan = render(topo, startup_timeout_s=int(timeout))
+    topo, _ = gate(topo, skip_compat=skip_compat, ask=True, strict=True, slurm=slurm, warn=warn)
+    plan = render(topo, startup_timeout_s=int(timeout), slurm=slurm)
     require_local_nodes(plan)  # before preflight: a node without ssh: can only be checked if it is this machine
     path = Path(run_dir) if run_dir is not None else default_run_dir(topo.name)
     if preflight:
         from pdctl.launch.gate import preflight_gate
 
         refuse_running(path)  # a live deployment there would fail preflight's port checks less clearly
-        nvlink_domain = preflight_gate(topo, on_report=on_preflight)
+        nvlink_domain = preflight_gate(topo, slurm=slurm, on_report=on_preflight)
         if nvlink_domain is not None:  # `transfer.nvlink: auto` renders by what preflight found
-            plan = render(topo, startup_timeout_s=int(timeout), nvlink_domain=nvlink_domain)
+            plan = render(topo, startup_timeout_s=int(timeout), nvlink_domain=nvlink_domain, slurm=slurm)
     launch = Launch.begin(plan, path, progress, topo.source_path)
+    launch.state.doc.update(state or {})
     launch.state.save()
     if remember:
         remember_latest(path)

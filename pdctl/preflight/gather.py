@@ -77,7 +77,7 @@ def probe_args(topo: Topology, node: Node, roles: list[str], peers: list[str]) -
     }
     for name, port, what in port_bindings(topo):
         if name == node.name:
-            host = topo.router.host if what == "router" else node.address
+            host = topo.router.host if what in ("router", "router metrics") else node.address
             args["ports"].append([host, port])
     if workers:
         path = model_path(topo)
@@ -131,7 +131,7 @@ def gather(topo: Topology, *, timeout: float = 60.0, slurm: bool = False) -> dic
     peers = peers_of(topo, roles)
 
     def one(node: Node) -> NodeFacts:
-        executor = node_executor(node, slurm=slurm)
+        executor = node_executor(node, slurm=slurm, topo=topo)
         python = engine_python(topo, node)
         started = time.monotonic()
         facts, error, kind = run_probe(

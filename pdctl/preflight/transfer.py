@@ -139,9 +139,9 @@ def run_pair(ctx: Context, source: str, target: str, *, tokens: int, nvlink: boo
     cfg = bench_config(topo, tokens, source, target)
     src_node, dst_node = topo.node(source), topo.node(target)
     base = TransferResult(source, target, topo.transfer.backend, "unknown", None, 0.0, 0.0, False)
-    peer = node_executor(dst_node, slurm=slurm).popen(
+    peer = node_executor(dst_node, slurm=slurm, topo=ctx.topo).popen(
         [engine_python(topo, dst_node), "-m", "pdctl.bench.transfer.peer"], env=env)
-    driver = node_executor(src_node, slurm=slurm).popen(
+    driver = node_executor(src_node, slurm=slurm, topo=ctx.topo).popen(
         [engine_python(topo, src_node), "-m", "pdctl.bench.transfer.remote"], env=env)
     relay = Relay(driver, peer)
     try:

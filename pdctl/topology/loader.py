@@ -28,6 +28,16 @@ from pdctl.topology.yamltree import (
 )
 
 MAX_ERRORS = 20
+# Names a Slurm user (or an srtctl user) may reach for, and the key that means it here.
+SLURM_KEY_HINTS = {
+    "time": "Slurm's --time is time_limit here", "nodes": "the job asks for as many nodes as nodes: lists",
+    "nodelist": "give nodes[].host the Slurm node names (or leave host out to take the job's nodes)",
+    "gpus": "gpus_per_node (or gres)", "gpus-per-node": "gpus_per_node", "directives": "sbatch_directives",
+    "sbatch": "sbatch_directives", "srun": "srun_options", "setup_script": "setup (shell lines)",
+    "container": "the container is engine.container", "container_image": "the container is engine.container",
+}
+# Plain scalars kept as written: YAML 1.1 reads an unquoted 4:00:00 as the integer 14400 (base 60).
+TEXT_PATHS: frozenset[PathKey] = frozenset({("slurm", "time_limit")})
 # Keys that exist on roles but not under server: (a common slip: `server: {tp: 4}`).
 _ROLE_ONLY_KEYS = frozenset(RoleSpec.model_fields) - frozenset(SERVER_KEYS)
 
@@ -107,6 +117,8 @@ def _error_line(err: dict[str, Any], source: str, positions: Positions) -> tuple
         hint = did_you_mean(key, allowed) or (f"; expected one of: {', '.join(allowed)}" if allowed else "")
         if parent == ("server",) and key in _ROLE_ONLY_KEYS:
             hint = f"; {key} is a role key: set it under prefill: and/or decode: (colocated: in mode colocated)"
+        elif parent == ("slurm",) and key in SLURM_KEY_HINTS:
+            hint = f"; {SLURM_KEY_HINTS[key]}"
         elif parent == ("colocated",) and key in RoleSpec.model_fields:
             hint = (f"; {key} is a PD decode key (--disaggregation-decode-enable-radix-cache): a colocated "
                     "server has no disaggregation flags")
@@ -250,10 +262,31 @@ def _cross_reference(raw: TopologyFile, source: str, positions: Positions) -> li
     if raw.prefill is not None and last_bootstrap > 65535:
         add(("transfer", "bootstrap_port"), f"bootstrap ports up to {last_bootstrap} "
             f"({raw.prefill.replicas} prefill replicas) exceed 65535")
+    problems += _host_problems(raw, add)
+    if raw.slurm is not None and raw.slurm.gres is not None and raw.slurm.gpus_per_node is not None:
+        add(("slurm", "gpus_per_node"), "set gres or gpus_per_node, not both (both ask Slurm for GPUs)", key=True)
     if raw.router.node is not None and raw.router.node not in names:
         add(("router", "node"), f"unknown node {raw.router.node!r}{did_you_mean(raw.router.node, names)}"
             f" (nodes: {', '.join(names)})")
     return problems
+
+
+def _host_problems(raw: TopologyFile, add: Any) -> list[str]:
+    """A node may leave host out only with a slurm: section (the job assigns it a node), and then has no ssh:
+    and no advertise_host (the address is read on the node it is given). Reports through ADD; returns []."""
+    for i, node in enumerate(raw.nodes):
+        if node.host is not None:
+            continue
+        if raw.slurm is None:
+            add(("nodes", i), "required key 'host' missing (only with a slurm: section may a node leave host out: "
+                "the Slurm job then assigns it one of its nodes)")
+        elif node.ssh is not None:
+            add(("nodes", i, "ssh"), "a node without host (assigned by Slurm) is reached through srun, not ssh",
+                key=True)
+        elif node.advertise_host is not None:
+            add(("nodes", i, "advertise_host"), "a node without host (assigned by Slurm) advertises the address "
+                "read on the node it is given (slurm.network_interface chooses the interface)", key=True)
+    return []
 
 
 def build_topology(data: Any, source: str = "<data>", positions: Positions | None = None,
@@ -279,7 +312,7 @@ def build_topology(data: Any, source: str = "<data>", positions: Positions | Non
 
 def load_topology_text(text: str, source: str = "<string>") -> Topology:
     """Load a topology from YAML text; `source` names it in error messages."""
-    data, positions = parse_yaml(text, source)
+    data, positions = parse_yaml(text, source, text_paths=TEXT_PATHS)
     return build_topology(data, source, positions)
 
 
@@ -305,7 +338,7 @@ def load_topology(path: str | Path) -> Topology:
         text = raw_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UserError(f"{source}: not UTF-8 text (byte {exc.start}); expected a YAML file") from None
-    data, positions = parse_yaml(text, source)
+    data, positions = parse_yaml(text, source, text_paths=TEXT_PATHS)
     return build_topology(data, source, positions, source_path=path.resolve())
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pdctl.errors import UserError
 from pdctl.topology.bench import BenchConfig
+from pdctl.topology.cluster import ContainerConfig, SlurmConfig
 from pdctl.topology.sections import (
     BLACKWELL_GPUS,
     SERVER_KEYS,
@@ -39,11 +40,21 @@ from pdctl.topology.sections import (
 RoleName = Literal["prefill", "decode", "colocated"]
 
 __all__ = [
-    "BLACKWELL_GPUS", "SERVER_KEYS", "ColocatedSpec", "DecodeSpec", "EngineConfig", "EvalConfig", "Gsm8kEval",
+    "BLACKWELL_GPUS", "ROUTER_METRICS_OFFSET", "SERVER_KEYS", "ColocatedSpec", "ContainerConfig", "DecodeSpec", "EngineConfig", "EvalConfig", "Gsm8kEval",
     "Mode", "ModelConfig", "Node", "ParityEval", "PlacedSpec", "PrefillSpec", "RoleConfig", "RoleName",
-    "RoleSpec", "RouterConfig", "SSHConfig", "ServerConfig", "Topology", "TopologyFile", "TransferConfig",
-    "effective_role",
+    "RoleSpec", "RouterConfig", "SSHConfig", "ServerConfig", "SlurmConfig", "Topology", "TopologyFile",
+    "TransferConfig", "effective_role", "offset_port",
 ]
+
+# router.metrics_port when not written: the port after router.port (see offset_port). Adjacent, so it stays
+# out of the kernel's ephemeral range whenever the router's port does, and clear of SGLang's default ports.
+ROUTER_METRICS_OFFSET = 1
+
+
+def offset_port(port: int, offset: int) -> int:
+    """A port derived from PORT (PORT + OFFSET, or PORT - OFFSET where that would pass 65535): the
+    documented derivation of every port a topology does not write itself, so renders are deterministic."""
+    return port + offset if port + offset <= 65535 else port - offset
 
 
 class RoleConfig(BaseModel):
@@ -126,6 +137,7 @@ class Topology(BaseModel):
     router: RouterConfig
     eval: EvalConfig
     bench: BenchConfig = Field(default_factory=BenchConfig)
+    slurm: SlurmConfig | None = None
 
     @classmethod
     def from_file_model(cls, raw: TopologyFile, source_path: Path | None = None) -> Topology:
@@ -140,6 +152,8 @@ class Topology(BaseModel):
         router = raw.router
         if router.node is None and first is not None:
             router = router.model_copy(update={"node": first.nodes[0]})
+        if router.metrics_port is None:
+            router = router.model_copy(update={"metrics_port": offset_port(router.port, ROUTER_METRICS_OFFSET)})
         return cls(
             name=raw.name,
             mode=raw.mode,
@@ -152,6 +166,7 @@ class Topology(BaseModel):
             router=router,
             eval=raw.eval,
             bench=raw.bench,
+            slurm=raw.slurm,
             **roles,
         )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from pdctl.topology.model import Node, RoleConfig, Topology
+from pdctl.topology.model import Node, RoleConfig, Topology, offset_port
 
 # dist-init (torch rendezvous) port of a multi-node replica: http_port + offset (or - offset near 65535).
 DIST_INIT_PORT_OFFSET = 1000
@@ -26,7 +26,10 @@ def is_loopback(host: str) -> bool:
 
 def machine_key(node: Node) -> str:
     """Which machine a node is: nodes with equal hosts are one machine, and so are loopback spellings
-    (127.0.0.1, localhost, ::1) — their GPUs and ports are shared."""
+    (127.0.0.1, localhost, ::1) — their GPUs and ports are shared. Nodes Slurm assigns at run time (no host)
+    are distinct machines: a job's nodes are."""
+    if node.host is None:
+        return node.target
     return "localhost" if is_loopback(node.host) else node.host.strip().strip("[]").lower()
 
 
@@ -72,8 +75,7 @@ def host_for_url(host: str) -> str:
 
 def dist_init_port(http_port: int) -> int:
     """Deterministic rendezvous port of a multi-node replica, kept inside the valid port range."""
-    port = http_port + DIST_INIT_PORT_OFFSET
-    return port if port <= 65535 else http_port - DIST_INIT_PORT_OFFSET
+    return offset_port(http_port, DIST_INIT_PORT_OFFSET)
 
 
 def bootstrap_port_of(topo: Topology, role: str, replica: int) -> int:
@@ -219,7 +221,7 @@ def _machine_disagreements(topo: Topology) -> list[str]:
     for node in topo.nodes:
         first = seen.setdefault(machine_key(node), node)
         if first is not node and (first.gpu, first.gpus) != (node.gpu, node.gpus):
-            out.append(f"nodes {first.name} ({first.host}) and {node.name} ({node.host}) are one machine but "
+            out.append(f"nodes {first.name} ({first.target}) and {node.name} ({node.target}) are one machine but "
                        f"say {first.gpus} x {first.gpu} and {node.gpus} x {node.gpu}")
     return out
 
@@ -228,8 +230,8 @@ def port_bindings(
     topo: Topology, placements: list[ReplicaPlacement] | None = None
 ) -> list[tuple[str, int, str]]:
     """Every (node, port, what) a launch would bind: replica HTTP ports, prefill bootstrap servers,
-    multi-node rendezvous ports, the router. Decode only connects to bootstrap ports, so binds none;
-    colocated replicas have no bootstrap server."""
+    multi-node rendezvous ports, the router and its metrics. Decode only connects to bootstrap ports, so binds
+    none; colocated replicas have no bootstrap server."""
     placements = place(topo) if placements is None else placements
     out: list[tuple[str, int, str]] = []
     for p in placements:
@@ -240,6 +242,8 @@ def port_bindings(
         if p.dist_init_addr is not None:
             out.append((head, int(p.dist_init_addr.rsplit(":", 1)[1]), f"{p.name} dist-init"))
     out.append((topo.router_node.name, topo.router.port, "router"))
+    if topo.router.metrics_port is not None:
+        out.append((topo.router_node.name, topo.router.metrics_port, "router metrics"))
     return out
 
 

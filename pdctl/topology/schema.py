@@ -2,7 +2,8 @@
 
 Generated rather than hand-written so it can never drift from what the loader accepts; the post-processing
 only makes role overrides honest (their default is whatever server: says, not a fixed value) and states the
-one rule pydantic cannot express per field: which role sections `mode` requires (if/then/else).
+rules pydantic cannot express per field: which role sections `mode` requires, and that nodes name their host
+unless a slurm: section assigns them (if/then/else under allOf).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pdctl.topology.sections import MODE_SECTIONS
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 ROLE_DEFS = {"prefill": "PrefillSpec", "decode": "DecodeSpec", "colocated": "ColocatedSpec"}
 SCALAR = {"type": ["string", "number", "integer", "boolean"]}
+OPTIONS = {"anyOf": [{"type": "array", "items": {"type": "string"}},
+                     {"type": "object", "additionalProperties": {"anyOf": [SCALAR, {"type": "null"}]}}]}
 # Forms the loader accepts before it normalises them (the models' field types show only the result).
 ACCEPTED = {
     # engine.env: YAML reads `FOO: 1` as an int and `X: yes` as a bool; the loader keeps them as text
@@ -27,6 +30,18 @@ ACCEPTED = {
     # args: flag -> a scalar, null (omitted) or a list of scalars (a flag with several values)
     ("ServerConfig", "args"): {"type": "object", "additionalProperties": {"anyOf": [
         SCALAR, {"type": "null"}, {"type": "array", "items": SCALAR}]}},
+    # extra #SBATCH / srun options: a list of option strings or a mapping {option: value | true | null}
+    ("SlurmConfig", "sbatch_directives"): OPTIONS,
+    ("SlurmConfig", "srun_options"): OPTIONS,
+    # setup: one string or a list of shell lines
+    ("SlurmConfig", "setup"): {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
+    # time_limit: Slurm's forms as text, or a number of minutes
+    ("SlurmConfig", "time_limit"): {"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 0},
+                                              {"type": "null"}]},
+    # container mounts: "SRC:DST[:ro]" strings, or a mapping {SRC: DST}
+    ("ContainerConfig", "mounts"): {"anyOf": [{"type": "array", "items": {"type": "string"}},
+                                              {"type": "object", "additionalProperties": {"type": "string"}}]},
+    ("ContainerConfig", "env"): {"type": "object", "additionalProperties": SCALAR},
 }
 
 
@@ -41,6 +56,14 @@ def _mode_rules() -> dict[str, Any]:
         "if": {"properties": {"mode": {"const": "colocated"}}, "required": ["mode"]},
         "then": {"required": list(colocated), **forbid(pd)},
         "else": {"required": list(pd), **forbid(colocated)},
+    }
+
+
+def _host_rule() -> dict[str, Any]:
+    """Without a slurm: section every node names its host; with one, a node may leave it to the job."""
+    return {
+        "if": {"not": {"required": ["slurm"]}},
+        "then": {"properties": {"nodes": {"items": {"required": ["host"]}}}},
     }
 
 
@@ -59,7 +82,7 @@ def topology_json_schema() -> dict[str, Any]:
         # written they are mappings (null is an error), so the schema says just that.
         description = props[section].get("description", "")
         props[section] = {"$ref": f"#/$defs/{ref}", "description": description}
-    schema.update(_mode_rules())
+    schema["allOf"] = [_mode_rules(), _host_rule()]
     defs = schema.get("$defs", {})
     for (model, field), accepted in ACCEPTED.items():
         targets = [model] if model != "ServerConfig" else [m for m in (model, *ROLE_DEFS.values(), "RouterConfig")]

@@ -10,7 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from pdctl.topology.base import Section, env_mapping, env_value
+from pdctl.topology.cluster import ContainerConfig, SlurmConfig
 
 from pdctl.topology.bench import BenchConfig
 
@@ -29,25 +32,6 @@ NAME_MAX = 63
 NODE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # GPU kinds that are SM100+ (Blackwell); used by compat rules (mxfp8, trtllm_mha) and docs.
 BLACKWELL_GPUS: frozenset[str] = frozenset({"gb300", "gb200", "b200"})
-
-
-class _Section(BaseModel):
-    """Base of every file section: unknown keys are errors and values are not silently coerced.
-
-    Strict mode keeps `tp: "4"` or `version: 0.5` from turning into something the user did not write; the
-    loader turns the resulting type errors into "expected an integer, got ..." messages.
-    """
-
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, validate_default=False)
-
-
-def _env_value(value: Any) -> Any:
-    """Environment values are strings; YAML turns `FOO: 1` into an int, so accept scalars as their text."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, (int, float)):
-        return str(value)
-    return value
 
 
 _SCALARS = (str, int, float, bool)
@@ -76,7 +60,7 @@ def _normalise_args(value: Any) -> Any:
 ArgValue = Any
 
 
-class EngineConfig(_Section):
+class EngineConfig(Section):
     """Which server program runs the roles, and how it is started on the nodes."""
 
     kind: Literal["sglang", "reference"] = Field(
@@ -87,16 +71,17 @@ class EngineConfig(_Section):
     )
     python: str = Field("python3", description="Interpreter used on the nodes to start servers and router.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for every process.")
+    container: ContainerConfig | None = Field(
+        None, description="Run the engine in a container: docker on local/ssh nodes, pyxis/enroot on Slurm."
+    )
 
     @field_validator("env", mode="before")
     @classmethod
     def _env_scalars(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: _env_value(v) for k, v in value.items()}
-        return value
+        return env_mapping(value)
 
 
-class ModelConfig(_Section):
+class ModelConfig(Section):
     """Which model is served and how pdctl finds its architecture (see pdctl.models for resolution)."""
 
     path: str = Field(
@@ -123,10 +108,10 @@ def _ssh_value(value: Any) -> Any:
     """ssh -o values: YAML booleans back to ssh's yes/no, numbers to text."""
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return _env_value(value)
+    return env_value(value)
 
 
-class SSHConfig(_Section):
+class SSHConfig(Section):
     """How to reach a remote node; the executor builds `ssh [-p port] [-i key] [-o K=V ...] user@host`."""
 
     user: str | None = Field(None, description="Remote user (default: ssh's default).")
@@ -160,11 +145,16 @@ class SSHConfig(_Section):
         return args
 
 
-class Node(_Section):
+class Node(Section):
     """One machine of the deployment."""
 
     name: str = Field(..., pattern=NODE_NAME_PATTERN, description="Unique node name, referenced by roles.")
-    host: str = Field(..., min_length=1, description="Address other nodes and the router use to reach it.")
+    host: str | None = Field(
+        None, min_length=1,
+        description="Where pdctl reaches the node (ssh target, Slurm node name) and, unless advertise_host is set, "
+        "the address peers use. Required, except with a slurm: section: a node without host is given one of "
+        "the job's nodes at run time.",
+    )
     gpu: GpuKind = Field(..., description="GPU kind: gb300 | gb200 | b200 | h200 | h100 | cpu.")
     gpus: int = Field(..., ge=1, description="GPUs on the node (cpu nodes: number of rank slots).")
     ssh: SSHConfig | None = Field(None, description="null = this machine; else how to reach it over ssh.")
@@ -176,12 +166,24 @@ class Node(_Section):
     )
 
     @property
+    def allocated(self) -> bool:
+        """True for a node without host: Slurm assigns it one of the job's nodes at run time."""
+        return self.host is None
+
+    @property
+    def target(self) -> str:
+        """Where pdctl reaches the node: its host, or `<name>` for a node the Slurm job assigns later (what a
+        dry run prints in its place)."""
+        return self.host if self.host is not None else f"<{self.name}>"
+
+    @property
     def address(self) -> str:
-        """The address the node's servers bind and advertise: advertise_host, else host."""
-        return self.advertise_host or self.host
+        """The address the node's servers bind and advertise: advertise_host, else host (`<name>` while a
+        Slurm-assigned node is not known yet)."""
+        return self.advertise_host or self.target
 
 
-class TransferConfig(_Section):
+class TransferConfig(Section):
     """KV transfer between prefill and decode."""
 
     backend: Backend = Field("nixl", description="nixl | mooncake (--disaggregation-transfer-backend).")
@@ -199,7 +201,7 @@ class TransferConfig(_Section):
     )
 
 
-class ServerConfig(_Section):
+class ServerConfig(Section):
     """Server settings shared by every role; each key may be overridden under prefill: / decode: / colocated:."""
 
     page_size: int = Field(64, ge=1, description="-> --page-size (must match between roles).")
@@ -275,7 +277,7 @@ class DecodeSpec(RoleSpec):
     port: int = Field(30100, ge=1, le=65535, description="HTTP port of replica 0 (replica i: port + i).")
 
 
-class RouterConfig(_Section):
+class RouterConfig(Section):
     """The sglang_router instance in front of the servers (PD mode for mode: pd, regular for colocated)."""
 
     node: str | None = Field(
@@ -283,6 +285,10 @@ class RouterConfig(_Section):
     )
     host: str = Field("0.0.0.0", description="Bind address.")
     port: int = Field(8000, ge=1, le=65535, description="Router HTTP port.")
+    metrics_port: int | None = Field(
+        None, ge=1, le=65535,
+        description="Its Prometheus port (--prometheus-port). Default: port + 1 (port - 1 for 65535).",
+    )
     policy: str | None = Field(None, description="Routing policy passed to sglang_router (--policy).")
     args: dict[str, ArgValue] = Field(default_factory=dict, description="Other sglang_router flags.")
 
@@ -292,7 +298,7 @@ class RouterConfig(_Section):
         return _normalise_args(value)
 
 
-class Gsm8kEval(_Section):
+class Gsm8kEval(Section):
     """Defaults for `pdctl eval gsm8k`."""
 
     num_questions: int = Field(200, ge=1, description="Questions from the GSM8K test split.")
@@ -302,14 +308,14 @@ class Gsm8kEval(_Section):
     floor: float | None = Field(None, ge=0, le=1, description="Minimum accuracy; below it the eval fails.")
 
 
-class ParityEval(_Section):
+class ParityEval(Section):
     """Defaults for `pdctl parity`."""
 
     max_new_tokens: int = Field(4, ge=1, description="Greedy tokens compared per prompt.")
     tolerance: float = Field(0.05, ge=0, description="Max |logprob delta| accepted per token.")
 
 
-class EvalConfig(_Section):
+class EvalConfig(Section):
     """Defaults for `pdctl eval` / `pdctl parity` when run against this topology."""
 
     gsm8k: Gsm8kEval = Field(default_factory=Gsm8kEval, description="`pdctl eval gsm8k` defaults.")
@@ -321,7 +327,7 @@ Mode = Literal["pd", "colocated"]
 MODE_SECTIONS: dict[str, tuple[str, ...]] = {"pd": ("prefill", "decode"), "colocated": ("colocated",)}
 
 
-class TopologyFile(_Section):
+class TopologyFile(Section):
     """One YAML topology file, exactly as written (the public format; `pdctl schema` prints its schema).
 
     The role sections are optional here because which ones are required depends on `mode`; the loader checks
@@ -356,3 +362,6 @@ class TopologyFile(_Section):
     )
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Defaults for eval and parity.")
     bench: BenchConfig = Field(default_factory=BenchConfig, description="Defaults for `pdctl bench serve`.")
+    slurm: SlurmConfig | None = Field(
+        None, description="Launch through Slurm (sbatch, or srun steps with --in-allocation): what the job asks for."
+    )

@@ -75,8 +75,9 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
 class _Walker:
     """Builds data + positions from a composed node tree, enforcing the rules in the module docstring."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, text_paths: frozenset[PathKey] = frozenset()) -> None:
         self.source = source
+        self.text_paths = text_paths
         self.positions = Positions()
         self.constructor = SafeConstructor()
         self.count = 0
@@ -110,6 +111,8 @@ class _Walker:
         raise self.fail(node, path, "unsupported YAML node")
 
     def scalar(self, node: yaml.ScalarNode, path: PathKey) -> Any:
+        if path in self.text_paths and node.style is None and node.tag == "tag:yaml.org,2002:int" and ":" in node.value:
+            return node.value  # YAML 1.1 base-60 integer (4:00:00): the user wrote a time, keep the text
         try:
             return self.constructor.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, OverflowError, TypeError) as exc:
@@ -195,8 +198,9 @@ def _event_mark(event: yaml.Event) -> tuple[int, int]:
     return event.start_mark.line + 1, event.start_mark.column + 1
 
 
-def parse_yaml(text: str, source: str) -> tuple[Any, Positions]:
-    """Parse one YAML document into (data, positions); every problem is a UserError naming file:line:col."""
+def parse_yaml(text: str, source: str, *, text_paths: frozenset[PathKey] = frozenset()) -> tuple[Any, Positions]:
+    """Parse one YAML document into (data, positions); every problem is a UserError naming file:line:col.
+    Plain scalars at TEXT_PATHS that YAML would read as base-60 integers (4:00:00) are kept as written."""
     check_limits(text, source)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -214,7 +218,7 @@ def parse_yaml(text: str, source: str) -> tuple[Any, Positions]:
         raise UserError(
             f"{source}: the file is empty; expected a topology mapping (name:, model:, nodes:, ...)"
         )
-    walker = _Walker(source)
+    walker = _Walker(source, text_paths)
     try:
         data = walker.walk(root, ())
     except RecursionError:

@@ -13,10 +13,17 @@ CPUS=$(nproc)
 MEM=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 2 ))
 MUNGE_PID=/run/munge/munged.pid
 WAIT_S=${PDCTL_SLURM_WAIT_S:-60}
+# GPUs the node declares as GRES (gpu:N), so that jobs ask for --gres=gpu:N as on a GPU cluster. Slurm 22.05
+# drops a GPU without a device file from its GRES list ("Removing file-less GPU") and refuses regular files, so
+# each "GPU" is a character device node under $DIR/dev with /dev/null's numbers (1,3): nothing real is bound
+# (TaskPlugin=task/none constrains no devices), Slurm only counts them and sets CUDA_VISIBLE_DEVICES.
+GPUS=${PDCTL_SLURM_GPUS:-4}
 
 alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 node_up() { sinfo -h -o %T 2>/dev/null | grep -Eq '^(idle|mixed|allocated)'; }
+
+has_gres() { sinfo -h -o %G 2>/dev/null | grep -q "gpu:$GPUS"; }
 
 write_conf() {
   cat > /etc/slurm/slurm.conf <<CONF
@@ -38,8 +45,17 @@ SlurmdLogFile=$DIR/log/slurmd.log
 ReturnToService=2
 MpiDefault=none
 JobAcctGatherType=jobacct_gather/none
-NodeName=$HOST CPUs=$CPUS RealMemory=$MEM State=UNKNOWN
+GresTypes=gpu
+NodeName=$HOST CPUs=$CPUS RealMemory=$MEM Gres=gpu:$GPUS State=UNKNOWN
 PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+CONF
+  mkdir -p "$DIR/dev"
+  for i in $(seq 0 $((GPUS - 1))); do
+    [ -c "$DIR/dev/gpu$i" ] || mknod "$DIR/dev/gpu$i" c 1 3
+  done
+  cat > /etc/slurm/gres.conf <<CONF
+AutoDetect=off
+NodeName=$HOST Name=gpu File=$DIR/dev/gpu[0-$((GPUS - 1))]
 CONF
 }
 
@@ -61,7 +77,9 @@ start_munge() {
 start() {
   mkdir -p "$DIR"/{spool,state,log} /etc/slurm
   if alive "$DIR/slurmctld.pid" && alive "$DIR/slurmd.pid" && alive "$MUNGE_PID" && node_up; then
-    echo "slurm already up on $HOST"; return 0
+    if has_gres; then echo "slurm already up on $HOST"; return 0; fi
+    echo "slurm is up without gres gpu:$GPUS (an older configuration): restarting it"
+    stop
   fi
   start_munge
   write_conf
@@ -69,6 +87,11 @@ start() {
   alive "$DIR/slurmd.pid" || /usr/sbin/slurmd
   for _ in $(seq 1 "$WAIT_S"); do
     if node_up; then echo "slurm up on $HOST"; return 0; fi
+    # a node drained by an earlier configuration (e.g. one without this gres) stays drained in the saved
+    # state: this cluster is throwaway, so put it back into service
+    if sinfo -h -o %T 2>/dev/null | grep -Eq '^drain'; then
+      scontrol update NodeName="$HOST" State=RESUME 2>/dev/null || true
+    fi
     sleep 1
   done
   echo "slurm did not come up within ${WAIT_S}s; see $DIR/log" >&2

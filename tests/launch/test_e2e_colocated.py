@@ -34,6 +34,7 @@ def colocated_copy(tmp: Path, checkpoint: Path, name: str) -> Path:
     doc["model"] = {"path": str(checkpoint)}
     doc["colocated"]["port"] = free_port()
     doc["router"]["port"] = free_port()
+    doc["router"]["metrics_port"] = free_port()
     doc["eval"] = {**doc.get("eval", {}), "gsm8k": GSM8K}
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))

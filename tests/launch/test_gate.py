@@ -15,6 +15,7 @@ from pdctl.launch.gate import ask_node, engine_version, require_local_nodes
 from pdctl.launch.planner import render
 from pdctl.topology import build_topology, load_topology
 from tests.support.launch_e2e import pdctl
+from tests.support.launch_samples import slurm_variant
 from tests.support.paths import REPO
 
 INVALID = REPO / "configs" / "invalid" / "hetero-tp-swa-layout.yaml"
@@ -84,25 +85,35 @@ def test_check_compat_without_a_version_says_which_it_assumed(tmp_path: Path) ->
     assert "SGLang 0.5.23 (assumed" in done.stderr and "engine.version is not set" in " ".join(done.stderr.split())
 
 
-@pytest.mark.parametrize("extra", [["--dry-run"], ["--executor", "slurm"]])
+def invalid(tmp_path: Path, extra: list[str]) -> Path:
+    """The invalid config, as written for Slurm when rendering the sbatch script (no --dry-run)."""
+    return INVALID if extra else slurm_variant(INVALID, tmp_path)
+
+
+@pytest.mark.parametrize("extra", [["--dry-run"], []])
 def test_dry_run_and_slurm_render_run_check_compat(tmp_path: Path, extra: list[str]) -> None:
     run = tmp_path / "run"
-    done = pdctl("launch", str(INVALID), *extra, "--run-dir", str(run), cwd=tmp_path)
+    done = pdctl("launch", str(invalid(tmp_path, extra)), *extra, "--run-dir", str(run), cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     flat = " ".join(done.stderr.split())
     assert "hetero-tp-swa-layout (SGLang fails at: first transfer)" in flat and "not launching or rendering" in flat
     assert not (run / "launch.sbatch").exists() and not (run / "plan.json").exists()
 
 
-@pytest.mark.parametrize("extra", [["--dry-run"], ["--executor", "slurm"]])
+@pytest.mark.parametrize("extra", [["--dry-run"], []])
 def test_skip_compat_renders_and_says_loudly_what_it_skipped(tmp_path: Path, extra: list[str]) -> None:
     run = tmp_path / "run"
-    done = pdctl("launch", str(INVALID), *extra, "--skip-compat", "--run-dir", str(run), cwd=tmp_path)
+    done = pdctl("launch", str(invalid(tmp_path, extra)), *extra, "--skip-compat", "--run-dir", str(run),
+                 cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     flat = " ".join(done.stderr.split())
     assert "WARNING --skip-compat: check-compat's verdict is NOT enforced" in flat
     assert "would have REFUSED it (1 error(s))" in flat and "hetero-tp-swa-layout" in flat
-    assert "SGLANG_USE_HND_KVCACHE=1" in done.stdout  # the layout check-compat judged is the one rendered
+    if extra:  # the layout check-compat judged is the one rendered
+        assert "SGLANG_USE_HND_KVCACHE=1" in done.stdout
+    else:  # the plan shows it; the job, which renders again on its nodes, is told to skip check-compat too
+        assert "SGLANG_USE_HND_KVCACHE=1" in (run / "plan.json").read_text()
+        assert (run / "launch.sbatch").read_text().rstrip().endswith("--timeout 600 --skip-compat")
 
 
 def test_skip_compat_on_a_compatible_topology_says_it_would_have_passed(tmp_path: Path) -> None:
@@ -115,10 +126,10 @@ def test_local_executor_refuses_a_node_that_is_not_this_machine(tmp_path: Path) 
     config = remote_without_ssh(tmp_path)
     topo = load_topology(config)
     with pytest.raises(UserError) as err:
-        require_local_nodes(render(topo, prometheus_port=0))
+        require_local_nodes(render(topo))
     assert "have no ssh: and are not this machine" in err.value.message and "10.0.0." in err.value.message
     ok = build_topology(local_sglang_topology("python3", "0.5.23"))
-    require_local_nodes(render(ok, prometheus_port=0))  # 127.0.0.1: fine
+    require_local_nodes(render(ok))  # 127.0.0.1: fine
     # through the CLI: exit 2 before anything starts (nothing to stop, no run state)
     run = tmp_path / "run"
     done = pdctl("launch", str(config), "--run-dir", str(run), cwd=tmp_path)

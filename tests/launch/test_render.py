@@ -57,7 +57,7 @@ def test_every_example_config_renders_sglang_flags(config: Path) -> None:
 
 def test_variant_renders_every_topology_key() -> None:
     topo = load_topology_text(SGLANG_BASE)
-    plan = render(topo, prometheus_port=29999)
+    plan = render(topo)
     prefills = [p for p in plan.workers if p.role == "prefill"]
     decodes = [p for p in plan.workers if p.role == "decode"]
     assert [p.name for p in prefills] == ["prefill-0", "prefill-1"]
@@ -87,13 +87,14 @@ def test_variant_renders_every_topology_key() -> None:
     assert d0.disaggregation_bootstrap_port == "8998"
     assert decodes[0].url == "http://10.0.0.12:30100" and decodes[1].url is None
     assert [decodes[0].host, decodes[1].host] == ["10.0.0.12", "10.0.0.13"]
-    # router: every prefill with its bootstrap port, the decode head, policy, free prometheus port
+    # router: every prefill with its bootstrap port, the decode head, policy, the derived prometheus port
     r = plan.router.argv
     assert r[1:4] == ["-m", "sglang_router.launch_router", "--pd-disaggregation"]
     joined = shlex.join(r)
     assert "--prefill http://10.0.0.11:30000 8998 --prefill http://10.0.0.11:30001 8999" in joined
     assert "--decode http://10.0.0.12:30100 --host 0.0.0.0 --port 8000 --policy round_robin" in joined
-    assert "--prometheus-port 29999 --shutdown-grace-period-secs 5" in joined
+    assert "--prometheus-port 8001 --prometheus-host 0.0.0.0 --shutdown-grace-period-secs 5" in joined
+    assert plan.router.ports == [8000, 8001] and plan.router.metrics_url == "http://10.0.0.11:8001/metrics"
     assert r[-2:] == ["--log-level", "debug"]
     assert plan.router_url == "http://10.0.0.11:8000"
 
@@ -101,9 +102,9 @@ def test_variant_renders_every_topology_key() -> None:
 def test_router_flags_parse_with_sglang_router() -> None:
     from sglang_router.launch_router import parse_router_args
 
-    plan = render(load_topology_text(SGLANG_BASE), prometheus_port=29999)
+    plan = render(load_topology_text(SGLANG_BASE))
     args = parse_router_args(plan.router.argv[3:])
-    assert args.pd_disaggregation and args.policy == "round_robin" and args.prometheus_port == 29999
+    assert args.pd_disaggregation and args.policy == "round_robin" and args.prometheus_port == 8001
     assert args.prefill_urls == [("http://10.0.0.11:30000", 8998), ("http://10.0.0.11:30001", 8999)]
     assert args.decode_urls == ["http://10.0.0.12:30100"]
 
@@ -207,7 +208,7 @@ def test_colocated_renders_plain_sglang_servers_and_a_regular_router(replicas: i
     doc["colocated"]["replicas"] = replicas
     # a transfer: section is ignored in colocated mode: nothing of it may reach the commands
     doc["transfer"] = {"backend": "mooncake", "protocol": "rdma", "staging_buffer": True, "ib_device": "mlx5_0"}
-    plan = render(load_topology_text(yaml.safe_dump(doc)), prometheus_port=29999)
+    plan = render(load_topology_text(yaml.safe_dump(doc)))
     assert [p.name for p in plan.workers] == [f"colocated-{i}" for i in range(replicas)]
     for i, proc in enumerate(plan.workers):
         args = parse(proc.argv)  # every flag is SGLang 0.5.23's
@@ -218,7 +219,7 @@ def test_colocated_renders_plain_sglang_servers_and_a_regular_router(replicas: i
     from sglang_router.launch_router import parse_router_args
 
     router = parse_router_args(plan.router.argv[3:])
-    assert not router.pd_disaggregation and router.prometheus_port == 29999
+    assert not router.pd_disaggregation and router.prometheus_port == 31851  # router.port + 1
     assert router.worker_urls == [f"http://127.0.0.1:{31500 + i}" for i in range(replicas)]
     assert "--pd-disaggregation" not in plan.router.argv and plan.router_url == "http://127.0.0.1:31850"
 
@@ -235,7 +236,7 @@ def test_colocated_reference_engine_command() -> None:
 
 
 def _workers(text: str) -> list:
-    return render(load_topology_text(text), prometheus_port=29999).workers
+    return render(load_topology_text(text)).workers
 
 
 @pytest.mark.parametrize("layout,env", [("nhd", {}), ("hnd", {"SGLANG_USE_HND_KVCACHE": "1"}),

@@ -44,6 +44,7 @@ def _topology(name: str, base: str, **changes: object) -> dict:
     if "transfer" in doc:
         doc["transfer"]["bootstrap_port"] = free_port()
     doc["router"]["port"] = free_port()
+    doc["router"]["metrics_port"] = free_port()
     doc.update(changes)
     return doc
 

@@ -28,12 +28,26 @@ def local_cpu(
     doc["prefill"]["port"] = free_port()
     doc["decode"]["port"] = free_port()
     doc["router"]["port"] = free_port()
+    doc["router"]["metrics_port"] = free_port()
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(doc.get(key), dict):
             doc[key] = {**doc[key], **value}
         else:
             doc[key] = value
     path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def slurm_variant(config: Path, tmp: Path, **slurm: Any) -> Path:
+    """CONFIG as a Slurm cluster would write it: nodes without host (the job assigns them) and a slurm:
+    section (partition, time limit; SLURM overrides)."""
+    doc = yaml.safe_load(config.read_text())
+    for node in doc["nodes"]:
+        for key in ("host", "ssh", "advertise_host"):
+            node.pop(key, None)
+    doc["slurm"] = {"partition": "gpu", "time_limit": "01:00:00", **slurm}
+    path = tmp / f"slurm-{config.name}"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
 
@@ -74,8 +88,23 @@ def local_cpu_reference(tmp: Path, checkpoint: Path, *, name: str = "launch-ref-
     doc["model"] = {"path": str(checkpoint)}
     doc["colocated"]["port"] = free_port()
     doc["router"]["port"] = free_port()
+    doc["router"]["metrics_port"] = free_port()
     for key, value in overrides.items():
         doc[key] = {**doc[key], **value} if isinstance(value, dict) and isinstance(doc.get(key), dict) else value
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
+def sglang_on_slurm(hosts: list[str | None], slurm: dict[str, Any], **over: Any) -> Any:
+    """SGLANG_BASE (nodes p0, d0, d1) for Slurm: HOSTS per node (None: left out, the job assigns it), a slurm:
+    section, OVER replacing top-level sections; the loaded Topology."""
+    from pdctl.topology import load_topology_text
+
+    doc = yaml.safe_load(SGLANG_BASE)
+    for node, host in zip(doc["nodes"], hosts):
+        if host is None:
+            node.pop("host")
+        else:
+            node["host"] = host
+    doc["slurm"] = slurm
+    doc.update(over)
+    return load_topology_text(yaml.safe_dump(doc, sort_keys=False))

@@ -4,8 +4,9 @@ own — nothing shared with a Slurm already on this machine (scripts/slurm/singl
 the system munged; this one has its own config, socket, state and ports inside the hosts).
 
 Client commands (sbatch, squeue, srun, scancel) reach it with SLURM_CONF=<cluster>/slurm.conf
-(`SlurmCluster.env()`), from this machine over the bridge. The config follows single-node.sh's; what a later
-extension needs (partitions, accounts, time limits, GRES) goes into `write_conf`.
+(`SlurmCluster.env()`), from this machine over the bridge. The config follows single-node.sh's, including its
+GRES: each node declares `gpus` GPUs (gres gpu:N) backed by device nodes with /dev/null's numbers, since Slurm
+drops GPUs without a device file; jobs can then ask for --gres=gpu:N as on a GPU cluster.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -49,6 +51,8 @@ class SlurmCluster:
     nodes: list[Host]
     root: Path
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    gpus: int = 2
+    partition: str = "pd13"
 
     @property
     def conf(self) -> Path:
@@ -92,12 +96,23 @@ class SlurmCluster:
             "SlurmdTimeout=30",
             "InactiveLimit=0",
             "KillWait=5",
+            "GresTypes=gpu",
         ]
         for host in self.nodes:
-            lines.append(f"NodeName={host.hostname} NodeAddr={host.address} CPUs={cpus} RealMemory=1000 State=UNKNOWN")
+            lines.append(f"NodeName={host.hostname} NodeAddr={host.address} CPUs={cpus} RealMemory=1000 "
+                         f"Gres=gpu:{self.gpus} State=UNKNOWN")
         nodes = ",".join(self.node_names())
-        lines.append(f"PartitionName=pd13 Nodes={nodes} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES")
+        lines.append(f"PartitionName={self.partition} Nodes={nodes} Default=YES MaxTime=INFINITE State=UP "
+                     "OverSubscribe=YES")
         self.conf.write_text("\n".join(lines) + "\n")
+        devices = self.root / "dev"
+        devices.mkdir(exist_ok=True)
+        for i in range(self.gpus):
+            if not (devices / f"gpu{i}").exists():
+                os.mknod(devices / f"gpu{i}", 0o644 | stat.S_IFCHR, os.makedev(1, 3))
+        gres = ["AutoDetect=off"] + [f"NodeName={h.hostname} Name=gpu File={devices}/gpu[0-{self.gpus - 1}]"
+                                     for h in self.nodes]
+        (self.root / "gres.conf").write_text("\n".join(gres) + "\n")
 
     def _munge(self) -> None:
         """Its own munged (key, socket, pid, log, seed under root/munge), as the munge user."""
@@ -174,7 +189,7 @@ class SlurmCluster:
     def stop(self) -> None:
         """Cancel every job, stop the daemons (their process groups), wait until they are gone."""
         if any(p.poll() is None for p in self.procs):
-            subprocess.run(["scancel", "--full", "--quiet", "--partition=pd13"], env=self.env(),
+            subprocess.run(["scancel", "--full", "--quiet", f"--partition={self.partition}"], env=self.env(),
                            capture_output=True, timeout=30, check=False)
             deadline = time.monotonic() + 30
             while self.squeue().strip() and time.monotonic() < deadline:

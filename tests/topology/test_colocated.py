@@ -88,7 +88,7 @@ def test_colocated_placement_and_ports() -> None:
     assert placement_problems(topo) == []
     assert sorted(port_bindings(topo)) == sorted([
         ("a", 31500, "colocated[0] http"), ("a", 31501, "colocated[1] http"), ("b", 31502, "colocated[2] http"),
-        ("a", 8000, "router"),
+        ("a", 8000, "router"), ("a", 8001, "router metrics"),
     ]), "no bootstrap ports in colocated mode"
     assert port_clashes(topo) == []
 

@@ -104,10 +104,14 @@ def test_schema_is_json_and_covers_every_key() -> None:
     assert set(schema["properties"]) == set(TopologyFile.model_fields)
     assert set(schema["required"]) == {"name", "model", "nodes"}
     # which role sections are required depends on mode: pd (default) -> prefill + decode, colocated -> colocated
-    assert schema["if"] == {"properties": {"mode": {"const": "colocated"}}, "required": ["mode"]}
-    assert schema["then"]["required"] == ["colocated"] and schema["else"]["required"] == ["prefill", "decode"]
-    assert schema["then"]["not"] == {"anyOf": [{"required": ["prefill"]}, {"required": ["decode"]}]}
-    assert schema["else"]["not"] == {"anyOf": [{"required": ["colocated"]}]}
+    mode, host = schema["allOf"]
+    assert mode["if"] == {"properties": {"mode": {"const": "colocated"}}, "required": ["mode"]}
+    assert mode["then"]["required"] == ["colocated"] and mode["else"]["required"] == ["prefill", "decode"]
+    assert mode["then"]["not"] == {"anyOf": [{"required": ["prefill"]}, {"required": ["decode"]}]}
+    assert mode["else"]["not"] == {"anyOf": [{"required": ["colocated"]}]}
+    # nodes name their host, unless a slurm: section lets the job assign them
+    assert host == {"if": {"not": {"required": ["slurm"]}},
+                    "then": {"properties": {"nodes": {"items": {"required": ["host"]}}}}}
     assert schema["properties"]["mode"]["enum"] == ["pd", "colocated"]
     assert schema["properties"]["mode"]["default"] == "pd"
     for section in ("prefill", "decode", "colocated"):  # a mapping when written (null is an error)

@@ -71,7 +71,7 @@ def test_bootstrap_and_http_ports_per_replica() -> None:
         ("p", 31000, "prefill[0] http"), ("p", 9000, "prefill[0] bootstrap"),
         ("p", 31001, "prefill[1] http"), ("p", 9001, "prefill[1] bootstrap"),
         ("d", 30100, "decode[0] http"), ("d", 30101, "decode[1] http"), ("d", 30102, "decode[2] http"),
-        ("p", 8000, "router"),
+        ("p", 8000, "router"), ("p", 8001, "router metrics"),
     ])
 
 

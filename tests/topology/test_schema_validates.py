@@ -28,7 +28,7 @@ TOP_KEYS = set(SCHEMA["properties"])
 def fragment_validator() -> jsonschema.Draft202012Validator:
     """The schema without its top-level requirements: for docs examples that show a few sections."""
     relaxed = copy.deepcopy(SCHEMA)
-    for key in ("required", "if", "then", "else"):
+    for key in ("required", "allOf"):
         relaxed.pop(key, None)
     return jsonschema.Draft202012Validator(relaxed)
 
@@ -81,6 +81,13 @@ BASE = {"name": "forms", "model": {"path": "openai/gpt-oss-20b"},
                          "disable-radix-cache": None, "max-running-requests": 64}}},
     {"decode": {"nodes": ["n0"], "port": 30200, "args": {"mem-fraction-static": 0.8}}},
     {"router": {"args": {"log-level": "debug", "retries": 3}}},
+    {"router": {"metrics_port": 9464}},
+    {"slurm": {"time_limit": 30, "sbatch_directives": {"mail-type": "END", "requeue": True, "hold": None},
+               "srun_options": ["--cpu-bind=none"], "setup": "module load cuda"}},
+    {"slurm": {"time_limit": "1-00:00:00", "sbatch_directives": ["--comment=x"], "setup": ["a", "b"]},
+     "nodes": [{"name": "n0", "gpu": "h100", "gpus": 8}]},  # with slurm:, a node may leave host out
+    {"engine": {"container": {"image": "lmsysorg/sglang:v0.5.4", "mounts": {"/a": "/b"}, "env": {"X": 1}}}},
+    {"engine": {"container": {"image": "x", "mounts": ["/a:/b:ro"], "workdir": "/w", "docker_args": ["--x"]}}},
 ])
 def test_loader_and_schema_accept_the_same_forms(over: dict) -> None:
     doc = {**BASE, **over}
@@ -93,6 +100,9 @@ def test_loader_and_schema_accept_the_same_forms(over: dict) -> None:
     {"engine": {"env": {"X": [1]}}},
     {"nodes": [{**BASE["nodes"][0], "ssh": {"options": ["no-equals-sign"]}}]},
     {"server": {"args": {"flag": {"nested": 1}}}},
+    {"nodes": [{"name": "n0", "gpu": "h100", "gpus": 8}]},  # no host and no slurm: section
+    {"slurm": {"sbatch_directives": {"x": [1]}}},
+    {"engine": {"container": {"mounts": []}}},
 ])
 def test_loader_and_schema_refuse_the_same_forms(over: dict) -> None:
     doc = {**BASE, **over}

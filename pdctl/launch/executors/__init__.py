@@ -9,7 +9,7 @@ rather than per process). Every method after `start` works from the process's st
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -17,7 +17,19 @@ from pdctl.errors import UserError
 from pdctl.launch.plan import ProcessSpec
 
 if TYPE_CHECKING:
-    from pdctl.topology import Node
+    from pdctl.topology import Node, Topology
+
+# What a short command on a node is put behind (docker run ... IMAGE, srun ...): called with whether the
+# command talks over stdin (popen) — docker then needs -i.
+Wrap = Callable[[bool], list[str]]
+
+
+def wrapped(wrap: Wrap | None, argv: list[str], env: dict[str, str] | None, *, interactive: bool) -> list[str]:
+    """ARGV behind WRAP with ENV as `env K=V` inside it (so it reaches a container or a Slurm node); without
+    WRAP, ARGV as it is (the executor passes ENV itself)."""
+    if wrap is None:
+        return argv
+    return [*wrap(interactive), *(["env", *(f"{k}={v}" for k, v in env.items())] if env else []), *argv]
 
 
 @dataclass(frozen=True)
@@ -82,32 +94,45 @@ def executor_for(record: dict[str, Any] | ProcessSpec) -> Executor:
     from pdctl.launch.executors.ssh import SSHExecutor
 
     if isinstance(record, ProcessSpec):
+        if record.executor == "srun":
+            from pdctl.launch.executors.slurm import SrunExecutor
+
+            return SrunExecutor()
         return SSHExecutor(record.host, record.ssh) if record.ssh is not None else LocalExecutor()
     kind = record.get("executor", "local")
     if kind == "local":
         return LocalExecutor()
     if kind == "ssh":
         return SSHExecutor(record["host"], record.get("ssh") or {})
-    if kind == "slurm":
-        from pdctl.launch.executors.slurm import SlurmExecutor
+    if kind in ("slurm", "srun"):
+        from pdctl.launch.executors.slurm import SlurmExecutor, SrunExecutor
 
-        return SlurmExecutor()
+        return SlurmExecutor() if kind == "slurm" else SrunExecutor()
     raise UserError(f"process {record.get('name')!r} has executor {kind!r}, which pdctl cannot control here")
 
 
-def node_executor(node: Node, *, slurm: bool = False) -> Executor:
-    """The executor for a topology node: ssh when it has `ssh:`, else local; with SLURM, srun on the Slurm
-    node named by its host."""
+def node_executor(node: Node, *, slurm: bool = False, topo: Topology | None = None) -> Executor:
+    """The executor for a topology node: ssh when it has `ssh:`, else local; with SLURM, an srun step on the
+    Slurm node named by its host. With TOPO, commands run the way its engine runs: in engine.container
+    (docker on local/ssh nodes, pyxis under Slurm) and after slurm.setup — so preflight's probes and the
+    version question see what the servers will see."""
     from pdctl.launch.executors.local import LocalExecutor
     from pdctl.launch.executors.ssh import SSHExecutor
 
     if slurm:
-        from pdctl.launch.executors.slurm import SlurmExecutor
+        from pdctl.launch.executors.slurm import SlurmExecutor, node_step
 
-        return SlurmExecutor(node=node.host)
+        return SlurmExecutor(node=node.target, wrap=node_step(topo, node))
+    wrap: Wrap | None = None
+    if topo is not None and topo.engine.container is not None:
+        from pdctl.launch.container import docker_prefix
+
+        def wrap(interactive: bool) -> list[str]:
+            return docker_prefix(topo, node, interactive=interactive)
+
     if node.ssh is not None:
-        return SSHExecutor(node.host, node.ssh.model_dump())
-    return LocalExecutor()
+        return SSHExecutor(node.target, node.ssh.model_dump(), wrap=wrap)
+    return LocalExecutor(wrap=wrap)
 
 
-__all__ = ["CommandResult", "Executor", "executor_for", "node_executor"]
+__all__ = ["CommandResult", "Executor", "Wrap", "executor_for", "node_executor", "wrapped"]

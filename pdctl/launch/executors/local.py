@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pdctl.launch.executors import CommandResult
+from pdctl.launch.executors import CommandResult, Wrap, wrapped
 from pdctl.launch.logtail import tail_lines
 from pdctl.launch.plan import ProcessSpec
 
@@ -100,15 +100,19 @@ def popen_piped(argv: list[str], *, env: dict[str, str] | None = None) -> subpro
 
 
 class LocalExecutor:
-    """Processes on this machine (nodes without `ssh:`)."""
+    """Processes on this machine (nodes without `ssh:`); `run`/`popen` behind WRAP when given (docker)."""
 
     kind = "local"
 
+    def __init__(self, wrap: Wrap | None = None) -> None:
+        self.wrap = wrap
+
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
-        return run_captured(argv, timeout=timeout, env=env)
+        return run_captured(wrapped(self.wrap, argv, env, interactive=False), timeout=timeout,
+                            env=None if self.wrap else env)
 
     def popen(self, argv: list[str], *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        return popen_piped(argv, env=env)
+        return popen_piped(wrapped(self.wrap, argv, env, interactive=True), env=None if self.wrap else env)
 
     def start(self, proc: ProcessSpec, log: str) -> dict[str, Any]:
         Path(log).parent.mkdir(parents=True, exist_ok=True)
@@ -116,8 +120,8 @@ class LocalExecutor:
             fh.write(f"# pdctl: {proc.command}\n".encode())
             fh.flush()
             child = subprocess.Popen(
-                proc.argv,
-                env={**os.environ, **proc.env},
+                proc.launch_argv,  # `[wrapper] env K=V ... argv`: the environment travels with the command
+                env=dict(os.environ),
                 stdin=subprocess.DEVNULL,
                 stdout=fh,
                 stderr=subprocess.STDOUT,

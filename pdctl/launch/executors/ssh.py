@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pdctl.errors import CheckFailed
-from pdctl.launch.executors import CommandResult
+from pdctl.launch.executors import CommandResult, Wrap, wrapped
 from pdctl.launch.executors.local import popen_piped, run_captured
 from pdctl.launch.plan import ProcessSpec
 
@@ -64,8 +64,7 @@ def start_script(proc: ProcessSpec, log: str) -> str:
     """The remote sh script that starts PROC detached in a new session and prints its pid (= its pgid:
     setsid in a non-interactive shell's background job does not fork, so the pid leads the new group)."""
     log_dir = log.rsplit("/", 1)[0] or "/"
-    env = [f"{k}={v}" for k, v in proc.env.items()]
-    command = shlex.join(["setsid", "env", *env, *proc.argv])
+    command = shlex.join(["setsid", *proc.launch_argv])
     header = shlex.quote(f"# pdctl: {proc.command}")
     q_log = shlex.quote(log)
     return (
@@ -79,17 +78,22 @@ class SSHExecutor:
 
     kind = "ssh"
 
-    def __init__(self, host: str, ssh: dict[str, Any]) -> None:
+    def __init__(self, host: str, ssh: dict[str, Any], wrap: Wrap | None = None) -> None:
         self.host = host
         self.ssh = ssh
+        self.wrap = wrap  # run/popen behind it (docker run ... IMAGE) when given
+
+    def _remote(self, argv: list[str], env: dict[str, str] | None, *, interactive: bool) -> str:
+        return remote_command(wrapped(self.wrap, argv, env, interactive=interactive), None if self.wrap else env)
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
         """ARGV run on the node by `sh -c` (every word quoted); ssh's own failure is returncode 255."""
-        return run_captured(ssh_argv(self.host, self.ssh, remote_command(argv, env)), timeout=timeout)
+        return run_captured(ssh_argv(self.host, self.ssh, self._remote(argv, env, interactive=False)),
+                            timeout=timeout)
 
     def popen(self, argv: list[str], *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         # The remote process reads EOF on stdin when this ssh client ends (its channel closes).
-        return popen_piped(ssh_argv(self.host, self.ssh, remote_command(argv, env)))
+        return popen_piped(ssh_argv(self.host, self.ssh, self._remote(argv, env, interactive=True)))
 
     def run_script(self, script: str, *, timeout: float = SSH_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         """Run SCRIPT on the node with sh; returns the completed process (never raises on exit codes)."""
