@@ -25,6 +25,12 @@ MODULE_EXTRAS: dict[str, str] = {
     "matplotlib": "eval",
 }
 
+# pdctl's own processes (`python -m MODULE`) -> the third-party modules they import
+PROCESS_NEEDS: dict[str, tuple[str, ...]] = {
+    "pdctl.reference": ("torch", "numpy", "safetensors", "fastapi", "uvicorn"),
+    "sglang_router.launch_router": ("sglang_router",),
+}
+
 INSTALL_HINT = {
     "engine": "pip install 'pdctl[engine]' (install the CPU torch first: pip install torch==2.13.0), or `make install`",
     "eval": "pip install 'pdctl[eval]', or `make install`",
@@ -56,3 +62,17 @@ def require(*modules: str, what: str) -> None:
         if importlib.util.find_spec(module) is None:
             error = missing_module_error(ModuleNotFoundError(name=module), what)
             raise error or UserError(f"{what} needs the Python module {module}, which is not installed")
+
+
+def missing_for_process(argv: list[str], what: str) -> UserError | None:
+    """For `PYTHON -m MODULE ...` (ARGV) run with THIS interpreter: the UserError naming the extra to install
+    when a module it imports is missing here; None when it can run (or is not one of pdctl's processes)."""
+    import importlib.util
+    import sys
+
+    if argv[:2] != [sys.executable, "-m"] or len(argv) < 3:
+        return None
+    for module in PROCESS_NEEDS.get(argv[2], ()):
+        if importlib.util.find_spec(module) is None:
+            return missing_module_error(ModuleNotFoundError(name=module), what)
+    return None

@@ -110,6 +110,13 @@ def launch(
             plan_file = write_plan(path, plan)
             _print_plan(plan, out)
             out.print(f"[dim]plan written to {plan_file}[/]")
+            from rich.markup import escape
+
+            from pdctl.launch.gate import missing_here
+
+            for error in missing_here(plan):  # the plan is written; launching it from here would be refused
+                err_console.print(f"[bold yellow]warning:[/] {escape(f'{error.message}; {error.detail}')}",
+                                  highlight=False)
         elif submit:
             write_json(json_path, _submit(topo, plan, path, timeout, skip_compat, skip_preflight, out))
             return

@@ -42,9 +42,9 @@ def serve_cmd(args: tuple[str, ...]) -> None:
         from pdctl.reference.args import build_parser
 
         build_parser().parse_args(["--help"])
-    from pdctl.extras import require
+    from pdctl.extras import PROCESS_NEEDS, require
 
-    require("torch", "numpy", "safetensors", "fastapi", "uvicorn", what="the reference engine")
+    require(*PROCESS_NEEDS["pdctl.reference"], what="the reference engine")
     from pdctl.reference.server import main
 
     code = main(list(args))

@@ -147,6 +147,28 @@ def require_local_nodes(plan: LaunchPlan) -> None:
                         "processes there; add ssh: to those nodes, or use --executor slurm")
 
 
+def missing_here(plan: LaunchPlan) -> list[UserError]:
+    """pdctl's own processes that would start on this machine with this interpreter (the router, reference
+    workers) but cannot: this install lacks an extra they import (a CLI-only `pip install pdctl`). One error
+    per process, each naming the extra to install."""
+    from pdctl.extras import missing_for_process
+
+    errors: dict[str, UserError] = {}
+    for proc in plan.processes():
+        if proc.ssh is None and proc.executor is None:
+            error = missing_for_process(proc.argv, f"{proc.name} (started on this machine)")
+            if error is not None:
+                errors.setdefault(error.message, error)
+    return list(errors.values())
+
+
+def require_runnable_here(plan: LaunchPlan) -> None:
+    """Before anything starts: the first of missing_here(PLAN) as bad input (exit 2)."""
+    missing = missing_here(plan)
+    if missing:
+        raise missing[0]
+
+
 def gate(topo: Topology, *, skip_compat: bool, ask: bool, strict: bool, warn: Any = None,
          slurm: bool = False) -> tuple[Topology, VersionChoice | None]:
     """Version, then check-compat (or the skip notice through WARN): the one gate of every launch path.

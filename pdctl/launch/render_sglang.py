@@ -165,6 +165,9 @@ def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPl
         argv += optional_flag("--max-total-tokens", role.max_total_tokens)
         argv += optional_flag("--mem-fraction-static", role.mem_fraction_static)
         argv += optional_flag("--random-seed", role.random_seed)
+        # Prometheus /metrics for `pdctl status` (SGLang serves it only when asked); `enable-metrics: false`
+        # in args leaves it out.
+        argv.append("--enable-metrics")
         argv += ["--host", node.address, "--port", str(placement.http_port)]
         if placement.nnodes > 1:
             argv += [

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pdctl.errors import CheckFailed, UserError
 from pdctl.launch.executors import executor_for
-from pdctl.launch.gate import check_compat, gate, require_local_nodes
+from pdctl.launch.gate import check_compat, gate, require_local_nodes, require_runnable_here
 from pdctl.launch.health import router_ready, worker_health
 from pdctl.launch.plan import LaunchPlan, ProcessSpec
 from pdctl.launch.planner import render
@@ -244,6 +244,7 @@ def launch_topology(
     topo, _ = gate(topo, skip_compat=skip_compat, ask=True, strict=True, slurm=slurm, warn=warn)
     plan = render(topo, startup_timeout_s=int(timeout), slurm=slurm)
     require_local_nodes(plan)  # before preflight: a node without ssh: can only be checked if it is this machine
+    require_runnable_here(plan)  # a CLI-only install: say which extra, before anything starts
     path = Path(run_dir) if run_dir is not None else default_run_dir(topo.name)
     if preflight:
         from pdctl.launch.gate import preflight_gate

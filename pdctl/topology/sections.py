@@ -13,9 +13,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from pdctl.topology.base import Section, env_mapping, env_value
-from pdctl.topology.cluster import ContainerConfig, SlurmConfig
-
 from pdctl.topology.bench import BenchConfig
+from pdctl.topology.cluster import ContainerConfig, SlurmConfig
 
 GpuKind = Literal["gb300", "gb200", "b200", "h200", "h100", "cpu"]
 Backend = Literal["nixl", "mooncake"]

@@ -59,6 +59,8 @@ def _ok(done: subprocess.CompletedProcess, code: int) -> str:
         (["reference", "serve", "--help"], 0),
         (["eval", "gsm8k", "--help"], 0),
         (["parity", "--help"], 0),
+        (["preflight", "--help"], 0),
+        (["bench", "serve", "--help"], 0),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else str(v),
 )
@@ -86,6 +88,24 @@ def test_commands_that_need_an_extra_say_which(cli_only: Run, tmp_path: Path, ar
     text = _ok(cli_only(*argv), 2)
     assert f"needs the '{extra}' extra" in text and f"pdctl[{extra}]" in text, text
     assert not (tmp_path / "ckpt").exists(), "a command that cannot run must not leave files behind"
+
+
+def test_a_local_launch_says_what_to_install_before_starting_anything(cli_only: Run, tmp_path: Path) -> None:
+    """Issue 16: a local router rendered as `python -m sglang_router.launch_router` on an install without
+    sglang_router. The dry run still shows the plan but warns; the launch is refused (exit 2) up front."""
+    topo = CONFIGS_DIR / "local-cpu.yaml"
+    dry = _ok(cli_only("launch", str(topo), "--dry-run", "--run-dir", str(tmp_path / "dry")), 0)
+    assert "warning:" in dry and "needs the 'engine' extra" in dry and "sglang_router" in dry, dry
+    text = _ok(cli_only("launch", str(topo), "--run-dir", str(tmp_path / "run"), "--skip-preflight"), 2)
+    assert "needs the 'engine' extra" in text and "pdctl[engine]" in text, text
+    assert not (tmp_path / "run" / "state.json").exists(), "nothing may start"
+
+
+def test_preflight_of_a_local_reference_topology_names_what_this_python_lacks(cli_only: Run) -> None:
+    """The node check is honest on a CLI-only install: the engine's interpreter (this one) has no torch and no
+    sglang-router, so preflight fails (exit 1) saying so, instead of a traceback or a pass."""
+    text = _ok(cli_only("preflight", str(CONFIGS_DIR / "local-cpu.yaml"), "--skip-transfer"), 1)
+    assert "torch is not installed" in text and "sglang-router is not installed" in text, text
 
 
 def test_eval_with_a_data_file_needs_no_extra(cli_only: Run) -> None:

@@ -258,3 +258,16 @@ def test_nixl_over_tcp_tells_ucx_to_use_tcp_and_engine_env_wins() -> None:
     assert {p.env["UCX_TLS"] for p in _workers(pinned)} == {"tcp"}
     mooncake = SGLANG_BASE.replace("backend: nixl, protocol: rdma", "backend: mooncake, protocol: tcp")
     assert all("UCX_TLS" not in p.env for p in _workers(mooncake))  # mooncake_tcp needs nothing from UCX
+
+
+def test_sglang_workers_serve_metrics_unless_the_topology_says_not() -> None:
+    """`pdctl status` reads each worker's /metrics, which SGLang serves only with --enable-metrics: it is
+    rendered by default, once, and `args: {enable-metrics: false}` leaves it out."""
+    from tests.support.topologies import MINIMAL
+
+    plan = render(load_topology_text(MINIMAL))
+    assert plan.workers and all(p.argv.count("--enable-metrics") == 1 for p in plan.workers)
+    off = yaml.safe_load(MINIMAL)
+    off["server"] = {**(off.get("server") or {}), "args": {"enable-metrics": False}}
+    plan = render(load_topology_text(yaml.safe_dump(off)))
+    assert plan.workers and not any("--enable-metrics" in p.argv for p in plan.workers)
