@@ -12,8 +12,7 @@ import click
 
 from pdctl.cli.bench import bench_transfer
 from pdctl.cli.options import FiniteFloatRange, json_option, writable
-from pdctl.cli.progress import PhaseProgress
-from pdctl.cli.render import console, err_console, write_json
+from pdctl.cli.progress import PhaseProgress, run_live
 from pdctl.errors import CheckFailed
 
 
@@ -29,6 +28,12 @@ def _f(value: float | None, digits: int = 4) -> str:
     if value is None or not math.isfinite(value):
         return "-"
     return f"{value:.{digits}g}"
+
+
+def _write_report(result: Any, path: str) -> Any:
+    from pdctl.bench.serve.report import write_report  # matplotlib: only when a report is asked for
+
+    return write_report(result, path)
 
 
 class LiveProgress(PhaseProgress):
@@ -155,16 +160,8 @@ def serve(json_path: str | None, report_path: str | None, concurrency: str | Non
         require("matplotlib", what="bench serve --report")
     req = BenchRequest(concurrency=parse_int_list(concurrency, "--concurrency"), isl=parse_int_list(isl, "--isl"),
                        osl=parse_int_list(osl, "--osl"), **options)
-    out = err_console if json_path == "-" else console
-    progress = LiveProgress(out)
-    with progress.progress:
-        result = run_request(req, progress=progress)
-    render(result, out)
-    if report_path:
-        from pdctl.bench.serve.report import write_report
-
-        out.print(f"report: {write_report(result, report_path)}", highlight=False)
-    write_json(json_path, result.document())
+    result = run_live(LiveProgress, lambda progress: run_request(req, progress=progress), render=render,
+                      json_path=json_path, report_path=report_path, write_report=_write_report)
     if not result.ok:
         why = []
         if result.errors:

@@ -10,8 +10,7 @@ import math
 import click
 
 from pdctl.cli.options import FiniteFloatRange, json_option, writable
-from pdctl.cli.progress import PhaseProgress
-from pdctl.cli.render import console, err_console, write_json
+from pdctl.cli.progress import PhaseProgress, run_live
 from pdctl.errors import CheckFailed
 
 
@@ -19,6 +18,12 @@ def _fmt(value: float | None) -> str:
     if value is None:
         return "-"
     return "inf" if not math.isfinite(value) else f"{value:.4g}"
+
+
+def _write_report(result, path: str):
+    from pdctl.parity.report import write_report  # matplotlib: only when a report is asked for
+
+    return write_report(result, path)
 
 
 class LiveProgress(PhaseProgress):
@@ -136,16 +141,8 @@ def parity(candidate_url, run_dir, reference_url, reference_topology, decode_url
                    "chunked_prefill_size": chunked_prefill_size, "context_length": context_length},
         seed=seed, launch_timeout=launch_timeout,
     )
-    out = err_console if json_path == "-" else console
-    progress = LiveProgress(out)
-    with progress.progress:
-        result = run_request(req, progress=progress)
-    _render(result, out)
-    if report_path:
-        from pdctl.parity.report import write_report
-
-        out.print(f"report: {write_report(result, report_path)}", highlight=False)
-    write_json(json_path, result.document())
+    result = run_live(LiveProgress, lambda progress: run_request(req, progress=progress), render=_render,
+                      json_path=json_path, report_path=report_path, write_report=_write_report)
     if not result.ok:
         bad = {name: len(mode.unexplained) for name, mode in result.modes.items() if not mode.ok}
         raise CheckFailed("parity failed: " + ", ".join(f"{n} unexplained failure(s) in {m}" for m, n in bad.items()))

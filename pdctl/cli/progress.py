@@ -4,6 +4,7 @@ line is printed per update instead."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -33,3 +34,28 @@ class PhaseProgress:
         if task is None:
             task = self.tasks[phase] = self.progress.add_task(phase, total=total, stats="")
         self.progress.update(task, completed=done, total=total, stats=stats)
+
+
+def run_live(
+    make_progress: Callable[[Any], PhaseProgress],
+    run: Callable[[PhaseProgress], Any],
+    *,
+    render: Callable[[Any, Any], None],
+    json_path: str | None,
+    report_path: str | None = None,
+    write_report: Callable[[Any, str], Any] | None = None,
+) -> Any:
+    """The one sequence of the long commands (parity, bench serve): RUN under live bars (on stderr when the
+    JSON goes to stdout), the rendered result, its HTML report when asked, then its JSON document; returns the
+    result for the command's verdict."""
+    from pdctl.cli.render import console, err_console, write_json
+
+    out = err_console if json_path == "-" else console
+    progress = make_progress(out)
+    with progress.progress:
+        result = run(progress)
+    render(result, out)
+    if report_path and write_report is not None:
+        out.print(f"report: {write_report(result, report_path)}", highlight=False)
+    write_json(json_path, result.document())
+    return result

@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from pdctl.errors import CheckFailed
 from pdctl.launch import launch_topology
 from pdctl.topology import load_topology
 from tests.support.launch_e2e import generate, pdctl
-from tests.support.launch_samples import REPO
-from tests.support.net import free_port
+from tests.support.launch_samples import local_cpu_reference
 from tests.support.orphans import assert_no_orphans, group_pids, live_pids, started_records
 
 pytestmark = pytest.mark.e2e
@@ -25,26 +22,11 @@ pytestmark = pytest.mark.e2e
 GSM8K = {"num_questions": 7, "num_shots": 3, "max_new_tokens": 33, "parallel": 5}
 
 
-def colocated_copy(tmp: Path, checkpoint: Path, name: str) -> Path:
-    """configs/local-cpu-reference.yaml with free ports, the test checkpoint, this interpreter, and an
-    eval.gsm8k block whose values `pdctl eval gsm8k` must pick up from the run."""
-    doc = yaml.safe_load((REPO / "configs" / "local-cpu-reference.yaml").read_text())
-    doc["name"] = name
-    doc["engine"]["python"] = sys.executable
-    doc["model"] = {"path": str(checkpoint)}
-    doc["colocated"]["port"] = free_port()
-    doc["router"]["port"] = free_port()
-    doc["router"]["metrics_port"] = free_port()
-    doc["eval"] = {**doc.get("eval", {}), "gsm8k": GSM8K}
-    path = tmp / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
-
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
     tmp = tmp_path_factory.mktemp("e2e-colocated")
-    topo = colocated_copy(tmp, ref_checkpoint, "e2e-colocated")
+    topo = local_cpu_reference(tmp, ref_checkpoint, name="e2e-colocated", eval={"gsm8k": GSM8K})
     run_dir = tmp / ".pdctl" / "runs" / "e2e-colocated"
     try:
         done = pdctl("launch", str(topo), "--detach", "--timeout", "120", "--json", "-", cwd=tmp, timeout=180)
@@ -102,7 +84,7 @@ def test_down_leaves_no_process(deployment: dict) -> None:
 def test_remember_false_leaves_the_latest_run_alone(tmp_path: Path, ref_checkpoint: Path) -> None:
     # parity launches its reference with remember=False: the user's latest run must survive it, also a
     # launch that fails (here before anything starts: the server's port is taken)
-    topo = load_topology(colocated_copy(tmp_path, ref_checkpoint, "not-latest"))
+    topo = load_topology(local_cpu_reference(tmp_path, ref_checkpoint, name="not-latest", eval={"gsm8k": GSM8K}))
     latest = tmp_path / ".pdctl" / "latest"
     latest.parent.mkdir()
     latest.write_text("/somewhere/else\n")

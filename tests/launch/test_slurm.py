@@ -24,6 +24,7 @@ import requests
 
 from tests.support.launch_e2e import generate, pdctl, wait_state
 from tests.support.launch_samples import REPO, local_cpu
+from tests.support.orphans import pids_with
 
 SINGLE_NODE = REPO / "scripts" / "slurm" / "single-node.sh"
 PACKAGES = {"sbatch": "slurm-client", "sinfo": "slurm-client", "slurmctld": "slurmctld", "slurmd": "slurmd"}
@@ -84,18 +85,6 @@ def _topology(tmp_path: Path, checkpoint: Path, name: str) -> Path:
                      router={"node": "local", "host": "0.0.0.0"}, slurm=SLURM)
 
 
-def _pids_with(text: str) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if text in cmdline and not cmdline.startswith(("srun", "salloc")) and "-m pytest" not in cmdline:
-                pids.append(int(entry))
-    return pids
-
 
 def _environ(pid: int) -> dict[str, str]:
     raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
@@ -147,14 +136,14 @@ def test_submit_by_count_with_partition_time_and_gres(tmp_path: Path, ref_checkp
         assert state["nodes"]["local"]["host"] == socket.gethostname().split(".")[0]  # the job's node, by count
         assert _squeue(state["job_id"]) == "RUNNING"
         decode_port = _check_running(state, tmp_path)
-        decode = [p for p in _pids_with(f"--port {decode_port}") if "pdctl.reference" in
+        decode = [p for p in pids_with(f"--port {decode_port}") if "pdctl.reference" in
                   Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")]
         assert decode and _environ(decode[0]).get("PDCTL_SETUP_MARK") == "ran-on-the-node"  # slurm.setup ran
         logs = pdctl("logs", "decode", "--run-dir", str(run_dir), cwd=tmp_path)
         assert logs.returncode == 0 and logs.stdout.strip()
         down = pdctl("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
         assert down.returncode == 0, down.stderr
-        assert _pids_with(f"--port {decode_port}") == []
+        assert pids_with(f"--port {decode_port}") == []
         assert _squeue(state["job_id"]) in ("", "CANCELLED", "COMPLETED")
     finally:
         if (run_dir / "state.json").exists():
@@ -181,7 +170,7 @@ def test_in_allocation_inside_salloc(tmp_path: Path, ref_checkpoint: Path) -> No
         _, err = salloc.communicate(timeout=120)
         assert "Traceback" not in err, err[-3000:]
         assert json.loads((run_dir / "state.json").read_text())["status"] == "stopped", err[-3000:]
-        assert _pids_with(f"--port {decode_port}") == []
+        assert pids_with(f"--port {decode_port}") == []
         assert _squeue(state["job_id"]) in ("", "COMPLETING", "COMPLETED")  # the allocation went with salloc
     finally:
         if salloc.poll() is None:

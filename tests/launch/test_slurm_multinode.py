@@ -21,6 +21,7 @@ import yaml
 from tests.support.launch_e2e import wait_state
 from tests.support.multihost import start_multihost
 from tests.support.netns import netns_missing_reason
+from tests.support.orphans import pids_with
 from tests.support.slurm_cluster import slurm_missing_reason, start_slurm
 from tests.support.sshd import sshd_missing_reason
 
@@ -75,17 +76,9 @@ def job(cluster: dict):
             _pdctl(cluster["env"], "down", "--run-dir", str(run_dir), cwd=cluster["tmp"], timeout=120)
 
 
-def _pids_with(text: str) -> set[int]:
-    pids = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if text in cmdline and not cmdline.startswith(("srun", "salloc")) and "-m pytest" not in cmdline:
-                pids.add(int(entry))
-    return pids
+
+def _pids_set(text: str) -> set[int]:
+    return set(pids_with(text))
 
 
 def _netns_pids(netns: str) -> set[int]:
@@ -97,7 +90,7 @@ def _on_their_nodes(state: dict, mh) -> None:
     """prefill on host a, decode on host b, each advertising the address read on its node."""
     for role, letter in (("prefill", "a"), ("decode", "b")):
         port = 30000 if role == "prefill" else 30100
-        pids = _pids_with(f"--role {role}") & _pids_with(f"--port {port}")
+        pids = _pids_set(f"--role {role}") & _pids_set(f"--port {port}")
         assert pids and pids <= _netns_pids(mh[letter].netns), f"{role} is not running on node {letter}"
         record = next(r for r in state["processes"] if r["role"] == role)
         assert record["host"] == mh[letter].hostname and record["url"] == f"http://{mh[letter].address}:{port}"
@@ -144,7 +137,7 @@ def test_generate_metrics_status_and_down(job: dict) -> None:
     assert doc["ok"] and "tcp/pd0" in next(p for p in doc["processes"] if p["role"] == "prefill")["transfer_path"]
     down = _pdctl(job["env"], "down", "--run-dir", str(job["run_dir"]), cwd=job["tmp"], timeout=120)
     assert down.returncode == 0, down.stderr
-    assert not _pids_with("--role prefill") & _netns_pids(job["mh"]["a"].netns)
+    assert not _pids_set("--role prefill") & _netns_pids(job["mh"]["a"].netns)
     assert job["slurm"].squeue().strip() == ""
 
 
@@ -173,8 +166,8 @@ def test_in_allocation_inside_salloc_and_down_from_another_machine(cluster: dict
         assert status.returncode == 0 and json.loads(status.stdout)["ok"], status.stderr[-2000:]
         down = mh["c"].run([*elsewhere, "down", "--run-dir", str(run_dir)], timeout=180, check=False)
         assert down.returncode == 0 and "stopped" in down.stdout, down.stdout + down.stderr
-        assert not _pids_with("--role decode") & _netns_pids(mh["b"].netns)
-        assert not _pids_with("--role prefill") & _netns_pids(mh["a"].netns)
+        assert not _pids_set("--role decode") & _netns_pids(mh["b"].netns)
+        assert not _pids_set("--role prefill") & _netns_pids(mh["a"].netns)
         assert salloc.poll() is None and "RUNNING" in cluster["slurm"].squeue()  # the user's allocation goes on
     finally:  # the user leaves the interactive shell; salloc gives the allocation back
         if salloc.poll() is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from pdctl.launch.executors.local import group_members, proc_stat
@@ -43,3 +44,17 @@ def assert_no_orphans(run_dir: Path, extra_pids: set[int] = frozenset()) -> None
     groups = {int(r["pgid"]): group_members(int(r["pgid"])) for r in records}
     assert not leftover, f"processes left behind: {leftover}"
     assert not any(groups.values()), f"process groups not empty: {groups}"
+
+
+def pids_with(text: str) -> list[int]:
+    """Live processes whose command line contains TEXT (not srun/salloc clients, not pytest), sorted."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmdline and not cmdline.startswith(("srun", "salloc")) and "-m pytest" not in cmdline:
+                pids.append(int(entry))
+    return sorted(pids)
