@@ -49,6 +49,15 @@ def _topology(name: str, base: str, **changes: object) -> dict:
     return doc
 
 
+def _gone_record(name: str, role: str, pid: int, port: int, root: Path) -> dict:
+    """A state.json process record as `pdctl launch` writes it, of a process that is gone: its pid is above
+    any pid_max (never alive, so never signalled)."""
+    return {"name": name, "role": role, "replica": 0, "node": "local", "host": "127.0.0.1", "advertise": "127.0.0.1",
+            "node_rank": 0, "url": f"http://127.0.0.1:{port}", "health_path": "/health",
+            "log": str(root / f"{name}.log"), "executor": "local", "ssh": None, "pid": pid, "pgid": pid,
+            "start_time": 1}
+
+
 def build_pool(root: Path) -> FuzzPool:
     """Write the pool's files under ROOT and return it."""
     pool = FuzzPool()
@@ -91,6 +100,9 @@ def build_pool(root: Path) -> FuzzPool:
     add("huge-line.jsonl", json.dumps({"question": "q" * (3 << 20), "answer": "#### 1"}) + "\n", "jsonl")
     add("prompts.jsonl", '{"text": "hello"}\n{"input_ids": [1, 2, 3]}\n', "jsonl")
     # run dirs
+    prefill_port, router_port = free_port(), free_port()  # nothing listens there
+    (root / "prefill-0.log").write_text("# pdctl: python -m pdctl.reference\nserving\n")
+    (root / "router.log").write_bytes(b"router \xff log\n")
     for name, files in {
         "run-empty": {},
         "run-bad-json": {"state.json": "{"},
@@ -103,6 +115,14 @@ def build_pool(root: Path) -> FuzzPool:
                            "executor": "local"}],
             "router": {"url": f"http://127.0.0.1:{free_port()}", "pid": 0, "pgid": 0, "log": ""}}),
             "plan.json": "{broken"},
+        # a well-formed record of a run whose processes are gone (pids above any pid_max: never alive, never
+        # signalled): status, logs and down get past reading it
+        "run-gone": {"state.json": json.dumps({
+            "topology": "fuzz", "run_dir": str(root / "run-gone"), "engine": "reference", "status": "running",
+            "launched_at": "2026-01-01T00:00:00Z", "router_url": f"http://127.0.0.1:{router_port}",
+            "processes": [_gone_record("prefill-0", "prefill", 999999991, prefill_port, root)],
+            "router": {**_gone_record("router", "router", 999999992, router_port, root), "health_path": "/readiness",
+                       "metrics_url": f"http://127.0.0.1:{router_port}/metrics"}})},
     }.items():
         run = root / name
         run.mkdir()

@@ -6,6 +6,7 @@ happens away from pytest, and the worker ends through pdctl.procexit like `pdctl
 
 Protocol: one JSON request per stdin line {"argv": [...], "cwd": str}; for each, one stdout line
 `@@FUZZ@@{"code": int, "out": str, "err": str}`. Other stdout lines (children of launched commands) are noise.
+SIGINT is Ctrl-C for the command running (commands that run until Ctrl-C, such as `status --watch`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ def main() -> int:
     from pdctl.procexit import call_main
 
     reply = sys.stdout
-    for line in sys.stdin:
+    while True:
+        try:
+            line = sys.stdin.readline()
+        except KeyboardInterrupt:  # a Ctrl-C meant for a command that had just ended: nothing to interrupt
+            continue
+        if not line:
+            return 0
         request = json.loads(line)
         out, err = io.StringIO(), io.StringIO()
         os.chdir(request["cwd"])
@@ -33,7 +40,6 @@ def main() -> int:
             code = call_main(lambda argv=argv: run(argv))  # exactly how `pdctl` gets its exit code
         reply.write(MARK + json.dumps({"code": code, "out": out.getvalue(), "err": err.getvalue()}) + "\n")
         reply.flush()
-    return 0
 
 
 if __name__ == "__main__":
