@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -11,8 +12,21 @@ from rich.markup import escape
 
 from pdctl.errors import UserError
 
-console = Console()
-err_console = Console(stderr=True)
+# Output that is not a terminal (CI logs, pipes, files) has no width of its own: rich then assumes 80 columns
+# and squeezes the wide tables (status, bench serve) into a column a character wide. Such output gets WIDE
+# columns unless COLUMNS says otherwise; a terminal keeps its own width.
+WIDE = 160
+
+
+def _console(*, stderr: bool) -> Console:
+    found = Console(stderr=stderr)
+    if found.is_terminal or os.environ.get("COLUMNS"):
+        return found
+    return Console(stderr=stderr, width=WIDE)
+
+
+console = _console(stderr=False)
+err_console = _console(stderr=True)
 
 
 def print_error(message: str, detail: str | None = None) -> None:
