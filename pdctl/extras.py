@@ -53,26 +53,30 @@ def missing_module_error(exc: ModuleNotFoundError, what: str = "this command") -
                      detail=f"install it: {INSTALL_HINT[extra]}")
 
 
-def require(*modules: str, what: str) -> None:
-    """Raise the UserError of the first of MODULES that cannot be imported (check BEFORE doing any work,
-    e.g. before creating an output directory)."""
+def first_missing(modules: tuple[str, ...] | list[str], what: str) -> UserError | None:
+    """The UserError of the first of MODULES that cannot be imported here (naming its extra), or None."""
     import importlib.util
 
     for module in modules:
         if importlib.util.find_spec(module) is None:
             error = missing_module_error(ModuleNotFoundError(name=module), what)
-            raise error or UserError(f"{what} needs the Python module {module}, which is not installed")
+            return error or UserError(f"{what} needs the Python module {module}, which is not installed")
+    return None
+
+
+def require(*modules: str, what: str) -> None:
+    """Raise the UserError of the first of MODULES that cannot be imported (check BEFORE doing any work,
+    e.g. before creating an output directory)."""
+    error = first_missing(modules, what)
+    if error is not None:
+        raise error
 
 
 def missing_for_process(argv: list[str], what: str) -> UserError | None:
     """For `PYTHON -m MODULE ...` (ARGV) run with THIS interpreter: the UserError naming the extra to install
     when a module it imports is missing here; None when it can run (or is not one of pdctl's processes)."""
-    import importlib.util
     import sys
 
     if argv[:2] != [sys.executable, "-m"] or len(argv) < 3:
         return None
-    for module in PROCESS_NEEDS.get(argv[2], ()):
-        if importlib.util.find_spec(module) is None:
-            return missing_module_error(ModuleNotFoundError(name=module), what)
-    return None
+    return first_missing(PROCESS_NEEDS.get(argv[2], ()), what)

@@ -42,8 +42,8 @@ def run_live(
     *,
     render: Callable[[Any, Any], None],
     json_path: str | None,
-    report_path: str | None = None,
-    write_report: Callable[[Any, str], Any] | None = None,
+    report_path: str | None,
+    write_report: Callable[[Any, str], Any],
 ) -> Any:
     """The one sequence of the long commands (parity, bench serve): RUN under live bars (on stderr when the
     JSON goes to stdout), the rendered result, its HTML report when asked, then its JSON document; returns the
@@ -55,7 +55,7 @@ def run_live(
     with progress.progress:
         result = run(progress)
     render(result, out)
-    if report_path and write_report is not None:
+    if report_path:
         out.print(f"report: {write_report(result, report_path)}", highlight=False)
     write_json(json_path, result.document())
     return result

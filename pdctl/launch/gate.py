@@ -153,13 +153,9 @@ def missing_here(plan: LaunchPlan) -> list[UserError]:
     per process, each naming the extra to install."""
     from pdctl.extras import missing_for_process
 
-    errors: dict[str, UserError] = {}
-    for proc in plan.processes():
-        if proc.ssh is None and proc.executor is None:
-            error = missing_for_process(proc.argv, f"{proc.name} (started on this machine)")
-            if error is not None:
-                errors.setdefault(error.message, error)
-    return list(errors.values())
+    found = (missing_for_process(p.argv, f"{p.name} (started on this machine)")
+             for p in plan.processes() if p.ssh is None and p.executor is None)
+    return [error for error in found if error is not None]
 
 
 def require_runnable_here(plan: LaunchPlan) -> None:
