@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import asdict, dataclass
+from itertools import pairwise
 from typing import Any
 
 STALL_AFTER_S = 60.0
@@ -89,7 +90,7 @@ def kv_not_arriving(history: list[Sample], window_s: float) -> str | None:
     if span is None or any(s.transferring is None or s.kv_usage is None for s in span):
         return None
     counts = [s.transferring or 0 for s in span]
-    growing = all(b >= a for a, b in zip(counts, counts[1:])) and counts[-1] - counts[0] >= MIN_GROWTH
+    growing = all(b >= a for a, b in pairwise(counts)) and counts[-1] - counts[0] >= MIN_GROWTH
     kv = [s.kv_usage or 0.0 for s in span]
     if growing and max(kv) - min(kv) < FLAT_KV:
         return (f"transfer queue grew {counts[0]} -> {counts[-1]} in {span[-1].at - span[0].at:.0f} s while KV use "

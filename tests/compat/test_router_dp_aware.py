@@ -57,7 +57,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         if "server_info" in self.path:
             self._send({"dp_size": 2, "tp_size": 2, "load_balance_method": "follow_bootstrap_room",
                         "disaggregation_mode": self.server.role, "model_path": "m", "served_model_name": "m"})
@@ -66,7 +66,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send({"model_path": "m", "is_generation": True})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         self.server.posts.append((self.path, body))
         self._send({"text": "x", "meta_info": {"id": "1", "finish_reason": {"type": "length", "length": 1},
@@ -102,7 +102,9 @@ def test_router_sends_one_bootstrap_room_to_both_workers(tmp_path: Path) -> None
         assert rooms["prefill"] and rooms["prefill"][-1] in rooms["decode"]
         assert all("data_parallel_rank" not in b for w in (prefill, decode) for _, b in w.posts)
     finally:
-        prefill.shutdown(), decode.shutdown()
+        for worker in (prefill, decode):
+            worker.shutdown()
+            worker.server_close()
 
 
 def test_router_dp_aware_in_pd_mode_reaches_no_worker(tmp_path: Path) -> None:
@@ -125,4 +127,6 @@ def test_router_dp_aware_in_pd_mode_reaches_no_worker(tmp_path: Path) -> None:
         assert all(a.status_code != 200 for a in answers[-5:]), [a.text for a in answers[-5:]]
         assert prefill.posts == [] and decode.posts == []
     finally:
-        prefill.shutdown(), decode.shutdown()
+        for worker in (prefill, decode):
+            worker.shutdown()
+            worker.server_close()
