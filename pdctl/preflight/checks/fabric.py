@@ -80,30 +80,34 @@ class FabricView:
     def net_devices(self) -> Check:
         listed = parse_net_devices(self.value)
         inactive = self.ports(active=False)
-        stray = sorted({p for p in self.ports(active=True) if self.affine is not None
-                        and p.split(":")[0] not in self.affine})
+        stray = [p for p in self.ports(active=True) if self.affine is not None and p.split(":")[0] not in self.affine]
         if listed is None:
-            if inactive or stray:
-                return failed("ucx.net_devices", "UCX_NET_DEVICES is unset (all): UCX also opens "
-                              + "; ".join(x for x in (f"inactive port(s) {', '.join(inactive)}" if inactive else "",
-                                                      f"port(s) sharing no PCIe switch with a GPU (management or "
-                                                      f"BlueField NICs?) {', '.join(stray)}" if stray else "") if x)
-                              + f", which makes NIXL fail with a bare NIXL_ERR_BACKEND ({DYNAMO_10852})",
-                              found="all", expected=self.recommended(), fix=self._advice(), severity="warning")
-            return passed("ucx.net_devices", f"UCX_NET_DEVICES unset: every port ({', '.join(self.ports(active=True)) or 'no HCA'})")
-        rdma = [d for d in listed if d.rdma]
-        missing = [str(d) for d in rdma if d.name not in self.devices or d.port not in self.devices[d.name].ports]
-        down = [str(d) for d in rdma if str(d) in inactive]
-        odd = [str(d) for d in rdma if str(d) in stray]
-        gone = [str(d) for d in listed if not d.rdma and d.name not in self.netdevs and self.netdevs]
+            risky = ([f"inactive port(s) {', '.join(inactive)}"] if inactive else []) + (
+                [f"port(s) sharing no PCIe switch with a GPU (management or BlueField NICs?) {', '.join(stray)}"]
+                if stray else [])
+            if not risky:
+                return passed("ucx.net_devices",
+                              f"UCX_NET_DEVICES unset: every port ({', '.join(self.ports(active=True)) or 'no HCA'})")
+            return failed("ucx.net_devices", f"UCX_NET_DEVICES is unset (all): UCX also opens {'; '.join(risky)}, "
+                          f"which makes NIXL fail with a bare NIXL_ERR_BACKEND ({DYNAMO_10852})", found="all",
+                          expected=self.recommended(), fix=self._advice(), severity="warning")
+        rdma = [str(d) for d in listed if d.rdma]
+        down = [d for d in rdma if d in inactive]
         if down:
-            return failed("ucx.net_devices", f"UCX_NET_DEVICES ({self.source}) lists inactive port(s) {', '.join(down)}: "
-                          f"NIXL fails with a bare NIXL_ERR_BACKEND ({DYNAMO_10852})", found=self.value,
-                          expected=self.recommended(), fix=self._advice())
-        if missing or gone or odd:
-            what = [f"no such device on this node: {', '.join(missing + gone)} (UCX: \"network device ... is not "
-                    "available\", ignored)"] if missing or gone else []
-            what += [f"not GPU-affine (no PCIe switch shared with a GPU: management/BlueField?): {', '.join(odd)}"] if odd else []
+            return failed("ucx.net_devices", f"UCX_NET_DEVICES ({self.source}) lists inactive port(s) "
+                          f"{', '.join(down)}: NIXL fails with a bare NIXL_ERR_BACKEND ({DYNAMO_10852})",
+                          found=self.value, expected=self.recommended(), fix=self._advice())
+        present = set(self.ports(active=True))
+        missing = [d for d in rdma if d not in present]
+        missing += [d.name for d in listed if not d.rdma and self.netdevs and d.name not in self.netdevs]
+        odd = [d for d in rdma if d in stray]
+        what = []
+        if missing:
+            what.append(f"no such device on this node: {', '.join(missing)} (UCX: 'network device ... is not "
+                        "available', ignored)")
+        if odd:
+            what.append(f"not GPU-affine (no PCIe switch shared with a GPU: management/BlueField?): {', '.join(odd)}")
+        if what:
             return failed("ucx.net_devices", f"UCX_NET_DEVICES ({self.source}) = {self.value}: " + "; ".join(what),
                           found=self.value, expected=self.recommended(), fix=self._advice(), severity="warning")
         return passed("ucx.net_devices", f"UCX_NET_DEVICES={self.value} ({self.source})", self.value)
