@@ -24,7 +24,7 @@ import pytest
 import requests
 import yaml
 
-from tests.support.launch_e2e import pdctl
+from tests.support.launch_e2e import detached_run, pdctl
 from tests.support.launch_samples import local_cpu
 from tests.support.net import wait_for
 
@@ -36,15 +36,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
     tmp = tmp_path_factory.mktemp("e2e-incidents")
     # decode waits up to 10 min for a room's KV: a frozen prefill is a stuck transfer, not a failed one
     topo = local_cpu(tmp, ref_checkpoint, name="e2e-incidents", decode={"args": {"transfer-timeout": 600}})
-    run_dir = tmp / "run"
-    try:
-        done = pdctl("launch", str(topo), "--detach", "--skip-preflight", "--run-dir", str(run_dir),
-                     "--timeout", "180", "--json", "-", cwd=tmp, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-        yield {"tmp": tmp, "run_dir": run_dir, "state": json.loads(done.stdout)}
-    finally:
-        if (run_dir / "state.json").exists():
-            pdctl("down", "--run-dir", str(run_dir), cwd=tmp, timeout=120)
+    with detached_run(tmp, topo) as dep:
+        yield dep
 
 
 def status(dep: dict) -> dict[str, dict]:
