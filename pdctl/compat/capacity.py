@@ -44,7 +44,6 @@ class KvEstimate:
     cell_bytes: float | None = None
     minimum_fraction: float | None = None  # SGLang's "minimum viable" mem_fraction_static
     why: str | None = None
-
     swa_window: int | None = None  # with page_size, the SWA pool's admission floor (at or below it: nothing fits)
     page_size: int = 1
 

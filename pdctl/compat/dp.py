@@ -93,7 +93,7 @@ def dp_routing(ctx: Context) -> Outcome:
     prefill_dp = max(pre.dp, pre.attn_dp)
     force_query = str(pre.env.get("SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK", "")).lower() in ("1", "true")
     bad: list[str] = []
-    if _router_dp_aware(ctx) and (prefill_dp > 1 or max(ctx.dec.dp, ctx.dec.attn_dp) > 1):
+    if _router_dp_aware(ctx):  # broken whatever the DP sizes (dp_size 1 registers `@0` workers)
         bad.append(f"router --dp-aware in PD mode: sglang-router {incidents.ROUTER_TESTED} registers each DP rank as "
                    "`http://host:port@rank` and sends requests to that string, which HTTP reads as host `rank`: "
                    "no request reaches a worker (SGLang's own DP dispatch by bootstrap room needs no router "

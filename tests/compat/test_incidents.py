@@ -209,6 +209,7 @@ def test_router_dp_aware_in_pd_mode_fails():
     dpa = {**LLAMA8, "prefill": {**LLAMA8["prefill"], "tp": 2, "dp": 2, "enable_dp_attention": True}}
     assert "http://host:port@rank" in fires("dp-routing", router={"args": {"dp-aware": True}}, **dpa)
     passes("dp-routing", router={"args": {"dp-aware": False}}, **dpa)
+    fires("dp-routing", router={"args": {"dp-aware": True}}, **LLAMA8)  # no DP at all: `@0` workers, still broken
 
 
 def test_decode_rank_lookup_needs_0_5_10_for_other_prefill_balancing():

@@ -31,10 +31,10 @@ pytestmark = pytest.mark.e2e
 
 
 class Recorder(ThreadingHTTPServer):
-    """A worker stand-in: answers registration, records the generate requests it gets."""
+    """A worker stand-in: answers registration (with DP_SIZE in /server_info), records the requests it gets."""
 
-    def __init__(self, role: str) -> None:
-        self.role, self.posts = role, []
+    def __init__(self, role: str, dp_size: int = 2) -> None:
+        self.role, self.dp_size, self.posts = role, dp_size, []
         super().__init__(("127.0.0.1", 0), _Handler)
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -59,7 +59,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if "server_info" in self.path:
-            self._send({"dp_size": 2, "tp_size": 2, "load_balance_method": "follow_bootstrap_room",
+            self._send({"dp_size": self.server.dp_size, "tp_size": self.server.dp_size, "load_balance_method": "follow_bootstrap_room",
                         "disaggregation_mode": self.server.role, "model_path": "m", "served_model_name": "m"})
         elif self.path.startswith("/v1/models"):
             self._send({"object": "list", "data": [{"id": "m", "object": "model"}]})
@@ -107,12 +107,14 @@ def test_router_sends_one_bootstrap_room_to_both_workers(tmp_path: Path) -> None
             worker.server_close()
 
 
-def test_router_dp_aware_in_pd_mode_reaches_no_worker(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dp_size", [1, 2])
+def test_router_dp_aware_in_pd_mode_reaches_no_worker(tmp_path: Path, dp_size: int) -> None:
+    """Whatever the workers' DP size: with dp_size 1 the router registers `http://host:port@0`."""
     assert incidents.ROUTER_TESTED == "0.3.2"
     from importlib.metadata import version
 
     assert version("sglang-router") == incidents.ROUTER_TESTED
-    prefill, decode = Recorder("prefill"), Recorder("decode")
+    prefill, decode = Recorder("prefill", dp_size), Recorder("decode", dp_size)
     answers: list[requests.Response] = []
 
     def routed() -> bool:  # until the router picks a pair (its workers are healthy), not "no available workers"
