@@ -13,6 +13,7 @@ from pdctl.launch.executors import executor_for
 from pdctl.launch.health import router_check, router_workers, worker_health
 from pdctl.launch.state import started
 from pdctl.launch.transfer_path import transfer_path
+from pdctl.metrics.alarms import StallDetector
 from pdctl.metrics.targets import router_target, worker_targets
 from pdctl.metrics.watch import Watch
 from pdctl.runs import PLAN_FILE, read_state, resolve_run_dir
@@ -71,6 +72,15 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
     for entry in [*processes, router]:
         entry["metrics"] = sample.get(entry.get("name", "router"), {}).get("figures")
         entry["metrics_error"] = sample.get(entry.get("name", "router"), {}).get("error")
+    serving = [r for r, p in zip(records, processes) if p["alive"] and r.get("url")]
+    if serving:
+        from pdctl.launch.state import TOPOLOGY_COPY
+        from pdctl.metrics.capacity import capacities
+
+        kv = capacities(serving, path / TOPOLOGY_COPY)
+        for entry in processes:
+            if entry["name"] in kv:
+                entry["kv_capacity"] = kv[entry["name"]]
     return {
         "ok": ok,
         "run_dir": str(path.resolve()),
@@ -88,23 +98,30 @@ def run_watch(run_dir: Path, state: dict[str, Any] | None = None) -> Watch:
     return Watch([*worker_targets(records), router_target(state, _plan(Path(run_dir)))])
 
 
-def live(run_dir: Path, state: dict[str, Any], watch: Watch) -> dict[str, Any]:
-    """One refresh of `status --watch`: every process's and the router's figures over the last interval."""
+def live(run_dir: Path, state: dict[str, Any], watch: Watch, detector: StallDetector | None = None) -> dict[str, Any]:
+    """One refresh of `status --watch`: every process's and the router's figures over the last interval, and
+    (with DETECTOR) the alarms of transfers that do not move (pdctl.metrics.alarms)."""
     sample = watch.sample()
+    now = time.monotonic()
     records = [r for r in state.get("processes", []) if started(r) and r.get("url")]
+    alarms: list[dict[str, Any]] = []
 
     def entry(name: str, extra: dict[str, Any]) -> dict[str, Any]:
         got = sample.get(name, {})
-        return {"name": name, **extra, "url": got.get("url"), "metrics": got.get("figures"),
-                "error": got.get("error")}
+        out = {"name": name, **extra, "url": got.get("url"), "metrics": got.get("figures"), "error": got.get("error")}
+        if detector is not None and name != "router":
+            out["alarms"] = [a.to_dict() for a in detector.update(name, got.get("figures"), now)]
+            alarms.extend(out["alarms"])
+        return out
 
+    processes = [entry(r["name"], {"role": r["role"], "replica": r["replica"], "node": r["node"]}) for r in records]
     return {
         "run_dir": str(Path(run_dir).resolve()),
         "topology": state.get("topology"),
         "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "processes": [entry(r["name"], {"role": r["role"], "replica": r["replica"], "node": r["node"]})
-                      for r in records],
+        "processes": processes,
         "router": entry("router", {"role": "router"}),
+        "alarms": alarms,
     }
 
 
