@@ -67,10 +67,12 @@ def render(result: Any, out: Any, top: int) -> None:
         out.print(f"{len(rejected)} rejected deployments: " + ", ".join(f"{k} x{v}" for k, v in sorted(counts.items())),
                   highlight=False)
     if result.aic_answer:
+        from pdctl.suggest.candidate import from_row
+
         a = result.aic_answer[0]
-        out.print(f"AIConfigurator alone (same-TP gate, no KV term): P {a['(p)workers']}x tp{a['(p)tp']} dp{a['(p)dp']}"
-                  f" -> D {a['(d)workers']}x tp{a['(d)tp']} dp{a['(d)dp']}, TTFT {a['ttft']:g} ms, ITL {a['tpot']:g} ms,"
-                  f" {a['tokens/s/gpu_cluster']:.1f} tok/s/GPU", highlight=False)
+        out.print(f"AIConfigurator alone (same-TP gate, no KV term, no rules): {from_row(a, i['gpus']).label()} "
+                  f"(decode batch {a['(d)global_bs']}), TTFT {a['ttft']:g} ms, ITL {a['tpot']:g} ms, "
+                  f"{a['tokens/s/gpu_cluster']:.1f} tok/s/GPU", highlight=False)
 
 
 @click.command("suggest")

@@ -151,6 +151,12 @@ def sweep_kwargs(task: Any, frames: dict[str, Any], *, lift_gate: bool) -> dict[
     return kwargs
 
 
+def rows_of(recorded: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]], dict[str, Any]]:
+    """(ROW_COLUMNS, rows, meta) of recorded rate-matched rows (deduplicated, rounded as AIConfigurator does)."""
+    rows, meta = _rows(recorded)
+    return list(ROW_COLUMNS), rows, meta
+
+
 def _rows(recorded: list[dict[str, Any]]) -> tuple[list[list[Any]], dict[str, Any]]:
     """Recorded rows -> deduplicated value lists of ROW_COLUMNS, rounded as AIConfigurator rounds its result."""
     import pandas as pd

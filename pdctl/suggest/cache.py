@@ -110,8 +110,6 @@ def frame_from_json(doc: dict[str, Any]) -> Any:
         rows.append(row)
     df = pd.DataFrame(rows, columns=cols)
     for col, dtype in zip(cols, doc["dtypes"]):
-        if dtype in ("int64", "float64", "bool"):
-            df[col] = df[col].astype(dtype)
-        elif dtype in ("str", "string"):
+        if dtype in ("int64", "float64", "bool") or dtype in ("str", "string"):
             df[col] = df[col].astype(dtype)
     return df

@@ -30,10 +30,10 @@ def write_topology(result: Any, path: str) -> dict[str, Any]:
     data = with_prediction(candidate_data(inputs.skeleton, best), predicted)
     kv = best.kv
     header = [
-        f"Suggested by `pdctl suggest` for {inputs.model.preset} on {inputs.gpus} x {inputs.system}, ISL {inputs.isl} / "
-        f"OSL {inputs.osl}, targets TTFT {inputs.ttft_ms:g} ms / ITL {inputs.itl_ms:g} ms.",
-        f"{best.label()}: predicted TTFT {best.ttft_ms:.1f} ms (AIConfigurator {best.row['ttft']:g} + KV "
-        f"{kv.transfer_ms if kv else 0:.1f}), ITL {best.itl_ms:g} ms, {best.tokens_per_s_per_gpu:.1f} tok/s/GPU.",
+        (f"Suggested by `pdctl suggest` for {inputs.model.preset} on {inputs.gpus} x {inputs.system}, ISL "
+         f"{inputs.isl} / OSL {inputs.osl}, targets TTFT {inputs.ttft_ms:g} ms / ITL {inputs.itl_ms:g} ms."),
+        (f"{best.label()}: predicted TTFT {best.ttft_ms:.1f} ms (AIConfigurator {best.row['ttft']:g} + KV "
+         f"{kv.transfer_ms if kv else 0:.1f}), ITL {best.itl_ms:g} ms, {best.tokens_per_s_per_gpu:.1f} tok/s/GPU."),
         f"KV link: {inputs.link.source}. Hosts are placeholders where no skeleton named them: edit them.",
         "bench.predicted holds the prediction: `pdctl bench serve` on a launch of this file compares against it.",
         "",

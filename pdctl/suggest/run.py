@@ -78,8 +78,9 @@ class SuggestResult:
         }
 
 
-def _problems(cand: Candidate, inputs: Inputs, kv: KvModel) -> None:
-    """The row-level checks: KV term, targets, link load, what pdctl cannot render."""
+def check_row(cand: Candidate, inputs: Inputs, kv: KvModel) -> None:
+    """The row-level checks on CAND (filled in): KV term, TTFT with it, targets, link load, what pdctl cannot
+    render."""
     row = cand.row
     rate = float(row["request_rate"])
     term = kv.term(cand.prefill.attn_tp, cand.decode.attn_tp, prefill_rate=rate / int(row["(p)workers"]),
@@ -112,10 +113,15 @@ def _rank_key(c: Candidate) -> tuple[Any, ...]:
     return (not c.ok, -c.tokens_per_s_per_gpu, c.ttft_ms, c.itl_ms, c.gpus_used)
 
 
+MISSES = ("ttft-target", "itl-target", "kv-link-capacity")  # what a different target or link would fix
+
+
 def _miss_key(c: Candidate, inputs: Inputs) -> tuple[Any, ...]:
-    """Nearest first: fewest blocking rules, then the smallest excess over the targets and the link."""
+    """Nearest first: no rule that blocks it outright (SGLang's rules, what pdctl cannot render), then the
+    smallest excess over the targets and the link, then throughput."""
+    blocked = sum(p["rule"] not in MISSES for p in c.problems)
     excess = max(c.ttft_ms / inputs.ttft_ms, c.itl_ms / inputs.itl_ms, c.kv.link_load if c.kv else 1.0, 1.0)
-    return (len(c.problems), excess, -c.tokens_per_s_per_gpu)
+    return (blocked, excess, -c.tokens_per_s_per_gpu)
 
 
 def per_shape(cands: list[Candidate]) -> list[Candidate]:
@@ -153,17 +159,20 @@ def suggest(inputs: Inputs, *, store: Cache | None = None, say: Say | None = Non
 
     result = sweep(inputs.ttft_ms, lifted)
     records = result.records()
-    if not any(float(r["ttft"]) <= inputs.ttft_ms and float(r["tpot"]) <= inputs.itl_ms for r in records):
-        result = sweep(inputs.ttft_ms * RELAXED_TTFT, lifted)  # nothing meets the targets: find the near misses
+    if not any(float(r["ttft"]) <= inputs.ttft_ms for r in records):
+        # AIConfigurator's own TTFT filter left nothing: sweep again under a looser budget for the near misses
+        result = sweep(inputs.ttft_ms * RELAXED_TTFT, lifted)
         records = result.records()
     kv = KvModel(inputs.kv_shape, inputs.link)
     cands = [from_row(r, inputs.gpus) for r in records]
     for c in cands:
-        _problems(c, inputs, kv)
+        check_row(c, inputs, kv)
     shapes = per_shape(cands)
     say(f"check-compat on {len(shapes)} candidate deployments ({len(cands)} AIConfigurator rows)")
     warnings: dict[tuple[Any, ...], list[dict[str, str]]] = {}
     for c in shapes:
+        if c.prefill.cp != 1:  # not the deployment AIConfigurator modelled: judging its topology says nothing
+            continue
         errors, warned = judge(candidate_data(inputs.skeleton, c), inputs.spec)
         c.problems.extend(errors)
         warnings[c.shape] = warned
