@@ -195,6 +195,8 @@ def run_sweep(query: AicQuery, *, ttft: float, tpot: float, lift_gate: bool,
                "format": cache_mod.FORMAT}
     if store is not None:
         hit = store.get("rows", row_key)
+        if isinstance(hit, dict) and "failed" in hit:  # AIConfigurator's verdict is as deterministic as its rows
+            raise AicFailed(hit["failed"]["kind"], hit["failed"]["message"])
         if hit is not None:
             rows = AicRows.from_json(hit)
             rows.meta["cached"] = True
@@ -217,10 +219,11 @@ def run_sweep(query: AicQuery, *, ttft: float, tpot: float, lift_gate: bool,
             with recording(sweep_mod, frames, recorded):
                 df = sweep_mod.sweep_disagg(**kwargs, predictor=task.predictor,
                                             speculative_profile=task.build_speculative_profile())
-        except InsufficientMemoryError as exc:
-            raise AicFailed("memory", str(exc)) from None
-        except RuntimeError as exc:  # its "no results for any parallel config" family (NoResultsError too)
-            raise AicFailed("none", str(exc)) from None
+        except (InsufficientMemoryError, RuntimeError) as exc:  # RuntimeError: its "no results" family
+            failed = AicFailed("memory" if isinstance(exc, InsufficientMemoryError) else "none", str(exc))
+            if store is not None:
+                store.put("rows", row_key, {"failed": {"kind": failed.kind, "message": failed.message}})
+            raise failed from None
         rows, meta = _rows(recorded)
         meta["answer"] = _answer(task, df)
     meta.update({"aiconfigurator": aic_version(), "database": task.prefill_backend_version,
