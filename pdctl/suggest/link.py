@@ -72,7 +72,7 @@ def nominal(system: str) -> Link:
                 "--transfer-from, or give --link-gbps")
 
 
-def given(gbps: float, us_per_descriptor: float | None) -> Link:
+def given(gbps: float, us_per_descriptor: float | None, source: str = "--link-gbps") -> Link:
     if not (gbps > 0 and math.isfinite(gbps)):
         raise UserError(f"--link-gbps must be a positive number of GB/s, got {gbps}")
     us = NOMINAL_US_PER_DESCRIPTOR if us_per_descriptor is None else us_per_descriptor
@@ -80,7 +80,7 @@ def given(gbps: float, us_per_descriptor: float | None) -> Link:
         raise UserError(f"--us-per-descriptor must be 0 or more, got {us_per_descriptor}")
     note = None if us_per_descriptor is not None else (
         f"{NOMINAL_US_PER_DESCRIPTOR:g} µs per descriptor assumed (--us-per-descriptor to set it)")
-    return Link(gbps, us, "--link-gbps", note)
+    return Link(gbps, us, source, note)
 
 
 def from_file(path: str) -> Link:

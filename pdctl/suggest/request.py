@@ -121,7 +121,7 @@ def _link(req: SuggestRequest, system: str) -> Link:
         return link.given(req.link_gbps, req.us_per_descriptor)
     base = link.nominal(system)
     if req.us_per_descriptor is not None:
-        return link.given(base.gbps, req.us_per_descriptor)
+        return link.given(base.gbps, req.us_per_descriptor, source=f"nominal {system} NIC, --us-per-descriptor")
     return base
 
 
