@@ -43,18 +43,11 @@ def render(result: Any, out: Any, top: int) -> None:
     for col in ("#", "prefill", "decode", "GPUs", "AIC TTFT", "KV ms", "TTFT", "ITL", "tok/s/GPU", "verdict"):
         table.add_column(col, justify="left" if col in ("prefill", "decode", "verdict") else "right")
     for n, c in enumerate(shown):
-        d = c.to_dict()
-
-        def role(r: dict[str, Any]) -> str:
-            dp = f" dp{r['dp']}" if r["enable_dp_attention"] else ""
-            ep = f" ep{r['ep']}" if r["ep"] > 1 else ""
-            return f"{r['replicas']}x tp{r['tp']}{dp}{ep}"
-
         verdict = Text("ok", style="green") if c.ok else Text(_cell(c.problems), style="red")
-        kv = "-" if d["kv_transfer_ms"] is None else f"{d['kv_transfer_ms']:.1f}"
-        table.add_row(str(n), role(d["prefill"]), role(d["decode"]) + f" (batch {d['decode']['max_running_requests']})",
-                      str(d["gpus_used"]), f"{d['aic']['ttft_ms']:g}", kv, f"{d['ttft_ms']:.1f}", f"{d['itl_ms']:g}",
-                      f"{d['tokens_per_s_per_gpu']:.1f}", verdict)
+        kv = "-" if c.kv is None else f"{c.kv.transfer_ms:.1f}"
+        table.add_row(str(n), c.prefill.short(), f"{c.decode.short()} (batch {c.decode.max_running_requests})",
+                      str(c.gpus_used), f"{c.row['ttft']:g}", kv, f"{c.ttft_ms:.1f}", f"{c.itl_ms:g}",
+                      f"{c.tokens_per_s_per_gpu:.1f}", verdict)
     if not out.is_terminal:
         out.width = max(out.width, 160)
     out.print(table)

@@ -170,9 +170,9 @@ def _rows(recorded: list[dict[str, Any]]) -> tuple[list[list[Any]], dict[str, An
     return [[_native(v) for v in row] for row in kept.itertuples(index=False, name=None)], meta
 
 
-def _answer(task: Any, df: Any, top_n: int = 5) -> list[dict[str, Any]]:
-    """What `aiconfigurator cli default` prints for this sweep: its picking (pick_default) over the sweep's own
-    result, top N rows with its tokens/s/gpu_cluster."""
+def picked(task: Any, df: Any, top_n: int = 5) -> list[dict[str, Any]]:
+    """What `aiconfigurator cli default` prints for a sweep result DF: its picking (pick_default, under the
+    task's TPOT target) over it, top N rows with its tokens/s/gpu_cluster."""
     from aiconfigurator.cli.utils import process_experiment_result
 
     if df is None or len(df) == 0:
@@ -190,7 +190,11 @@ def _native(value: Any) -> Any:
 def run_sweep(query: AicQuery, *, ttft: float, tpot: float, lift_gate: bool,
               store: cache_mod.Cache | None = None) -> AicRows:
     """Every row of AIConfigurator's disagg sweep for QUERY under a TTFT budget of TTFT ms (its own prefill
-    filter) over its TPOT constraint list, the gate lifted or not. Cached (worker frames and rows) in STORE."""
+    filter) over its TPOT constraint list, the gate lifted or not. Cached (worker frames and rows) in STORE.
+
+    The ITL target TPOT is not part of the key: the sweep's constraints are AIConfigurator's own list
+    (`Task.pareto_sweep`, always on in `cli default`), whatever the target; only its picking (`own_answer`)
+    reads the target. `meta["sweep"]` keeps the sweep's own result for that picking."""
     row_key = {**query.key(), "ttft_budget": ttft, "gate": "lifted" if lift_gate else "aiconfigurator",
                "format": cache_mod.FORMAT}
     if store is not None:
@@ -224,8 +228,10 @@ def run_sweep(query: AicQuery, *, ttft: float, tpot: float, lift_gate: bool,
             if store is not None:
                 store.put("rows", row_key, {"failed": {"kind": failed.kind, "message": failed.message}})
             raise failed from None
+        if not task.pareto_sweep:  # the key above would be wrong: the constraints would be the target
+            raise AicFailed("none", "AIConfigurator's task does not sweep its TPOT list (pareto_sweep off)")
         rows, meta = _rows(recorded)
-        meta["answer"] = _answer(task, df)
+        meta["sweep"] = cache_mod.frame_to_json(df)
     meta.update({"aiconfigurator": aic_version(), "database": task.prefill_backend_version,
                  "gate": row_key["gate"], "ttft_budget": ttft, "tpot_constraints": len(kwargs["runtime_config"].tpot)
                  if isinstance(kwargs["runtime_config"].tpot, list) else 1,
@@ -238,3 +244,12 @@ def run_sweep(query: AicQuery, *, ttft: float, tpot: float, lift_gate: bool,
         store.put("rows", row_key, result.to_json())
     result.meta["cached"] = False
     return result
+
+
+def own_answer(query: AicQuery, *, ttft: float, tpot: float, store: cache_mod.Cache | None = None,
+               top_n: int = 5) -> list[dict[str, Any]]:
+    """AIConfigurator's own answer for these inputs: its gate, its sweep, its picking under the TPOT target —
+    what `aiconfigurator cli default` prints for the disaggregated mode (rows with tokens/s/gpu_cluster)."""
+    rows = run_sweep(query, ttft=ttft, tpot=tpot, lift_gate=False, store=store)
+    with quiet():
+        return picked(build_task(query, ttft, tpot), cache_mod.frame_from_json(rows.meta["sweep"]), top_n)

@@ -17,7 +17,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-FORMAT = 1  # bump when the recorded columns or the way rows are recorded change
+FORMAT = 2  # bump when the recorded columns or the way rows are recorded change
 ENV = "PDCTL_SUGGEST_CACHE"  # overrides the directory (tests, CI caches)
 DEFAULT_DIR = Path(".pdctl") / "cache" / "suggest"
 FALLBACKS = "_moe_comm_fallbacks"  # a column of MoECommFallback records (dataclasses)

@@ -34,6 +34,13 @@ class Role:
     def gpus(self) -> int:
         return self.tp * self.pp
 
+    def short(self) -> str:
+        """`4x tp4 dp4 ep4`: replicas and what SGLang is told (tables, labels)."""
+        dp = f" dp{self.dp}" if self.enable_dp_attention else ""
+        ep = f" ep{self.ep}" if self.ep > 1 else ""
+        pp = f" pp{self.pp}" if self.pp > 1 else ""
+        return f"{self.replicas}x tp{self.tp}{pp}{dp}{ep}"
+
     def to_dict(self) -> dict[str, Any]:
         return {"tp": self.tp, "dp": self.dp, "enable_dp_attention": self.enable_dp_attention, "ep": self.ep,
                 "pp": self.pp, "attn_tp": self.attn_tp, "replicas": self.replicas, "batch": self.batch,
@@ -84,11 +91,7 @@ class Candidate:
         return self.prefill.replicas * self.prefill.gpus + self.decode.replicas * self.decode.gpus
 
     def label(self) -> str:
-        def one(r: Role) -> str:
-            dp = f" dp{r.dp}" if r.enable_dp_attention else ""
-            ep = f" ep{r.ep}" if r.ep > 1 else ""
-            return f"{r.replicas}x tp{r.tp}{dp}{ep}"
-        return f"P {one(self.prefill)} -> D {one(self.decode)}"
+        return f"P {self.prefill.short()} -> D {self.decode.short()}"
 
     def to_dict(self) -> dict[str, Any]:
         row = self.row

@@ -48,7 +48,14 @@ def topology_name(text: str) -> str:
     return (name or "suggested")[:60].strip("-")
 
 
-def _role(base: dict[str, Any], role: Role, nodes: list[str], decode: bool) -> dict[str, Any]:
+EP_FLAGS = ("ep-size", "ep_size", "--ep-size", "expert-parallel-size", "expert_parallel_size",
+            "--expert-parallel-size")
+MRR_FLAGS = ("max-running-requests", "max_running_requests", "--max-running-requests")
+
+
+def _role(base: dict[str, Any], role: Role, nodes: list[str], decode: bool,
+          server_args: dict[str, Any]) -> dict[str, Any]:
+    """One role of the candidate over the skeleton's role BASE (its other keys kept)."""
     out = {k: v for k, v in copy.deepcopy(base).items() if k not in ROLE_KEYS_SET}
     out.update({"nodes": nodes, "replicas": role.replicas, "tp": role.tp})
     if role.pp != 1:
@@ -56,11 +63,12 @@ def _role(base: dict[str, Any], role: Role, nodes: list[str], decode: bool) -> d
     if role.enable_dp_attention:
         out.update({"dp": role.dp, "enable_dp_attention": True})
     args = dict(out.get("args") or {})
-    for flag in ("ep-size", "ep_size", "--ep-size", "expert-parallel-size", "max-running-requests",
-                 "max_running_requests", "--max-running-requests"):
+    for flag in (*EP_FLAGS, *MRR_FLAGS):
         args.pop(flag, None)
     if role.ep > 1:
         args["ep-size"] = role.ep
+    elif any(flag in server_args for flag in EP_FLAGS):
+        args["ep-size"] = None  # the server-level EP is not this candidate's: switch it off for the role
     if decode and role.max_running_requests:
         args["max-running-requests"] = role.max_running_requests
     if args:
@@ -92,8 +100,9 @@ def candidate_data(skeleton: dict[str, Any], cand: Candidate) -> dict[str, Any]:
     for pre_nodes, dec_nodes in node_orders(skeleton):
         data = copy.deepcopy(skeleton)
         data["mode"] = "pd"
-        data["prefill"] = _role(skeleton.get("prefill") or {}, cand.prefill, pre_nodes, decode=False)
-        data["decode"] = _role(skeleton.get("decode") or {}, cand.decode, dec_nodes, decode=True)
+        server_args = (skeleton.get("server") or {}).get("args") or {}
+        data["prefill"] = _role(skeleton.get("prefill") or {}, cand.prefill, pre_nodes, False, server_args)
+        data["decode"] = _role(skeleton.get("decode") or {}, cand.decode, dec_nodes, True, server_args)
         first = first or data
         try:
             if not placement_problems(build_topology(data, source="<suggest candidate>")):

@@ -8,7 +8,7 @@ count, engine.version, transfer backend and KV settings), plus the request shape
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,6 @@ class Inputs:
     kv_shape: KvShape
     top: int = 10
     source: str | None = None  # the skeleton file, if any
-    notes: list[str] = field(default_factory=list)
 
     @property
     def aic_system(self) -> str:
@@ -156,7 +155,6 @@ def resolve(req: SuggestRequest) -> Inputs:
     from pdctl.suggest.deployment import default_skeleton, topology_name
 
     check_numbers(req)
-    topo = None
     if req.topology is not None:
         skeleton, topo, system, gpus = _from_topology(req)
         name = find_model(topo.model.preset or "") or find_model(str(topo.model.path))

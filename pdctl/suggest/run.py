@@ -24,7 +24,7 @@ from pdctl.suggest.request import Inputs
 
 Say = Callable[[str], None]
 
-# pdctl's own checks on a candidate, besides check-compat's rules: id -> (stage, what it means)
+# pdctl suggest's own checks on a candidate, besides check-compat's rules: id -> what it means
 CHECKS = {
     "ttft-target": "TTFT with the KV transfer is over the target",
     "itl-target": "inter-token latency is over the target",
@@ -68,7 +68,7 @@ class SuggestResult:
         return [c for c in self.candidates if not c.ok][:k]
 
     def document(self) -> dict[str, Any]:
-        meta = {k: v for k, v in self.aic_meta.items() if k != "answer"}
+        meta = {k: v for k, v in self.aic_meta.items() if k != "sweep"}
         return {
             "ok": self.ok, "best": self.best, "inputs": self.inputs.to_dict(), "link": self.inputs.link.to_dict(),
             "aiconfigurator": {**meta, "same_tp_gate": "lifted" if self.lifted else "kept", "rows": self.rows},
@@ -124,12 +124,15 @@ def _miss_key(c: Candidate, inputs: Inputs) -> tuple[Any, ...]:
     return (blocked, excess, -c.tokens_per_s_per_gpu)
 
 
-def per_shape(cands: list[Candidate]) -> list[Candidate]:
-    """The best row of every deployment shape (feasible before infeasible, then by the ranking)."""
+def per_shape(cands: list[Candidate], inputs: Inputs) -> list[Candidate]:
+    """The best row of every deployment shape: a feasible one by the ranking, else the nearest miss."""
+    def key(c: Candidate) -> tuple[Any, ...]:
+        return (False, *_rank_key(c)) if c.ok else (True, *_miss_key(c, inputs))
+
     best: dict[tuple[Any, ...], Candidate] = {}
     for c in cands:
         kept = best.get(c.shape)
-        if kept is None or _rank_key(c) < _rank_key(kept):
+        if kept is None or key(c) < key(kept):
             best[c.shape] = c
     return list(best.values())
 
@@ -159,15 +162,14 @@ def suggest(inputs: Inputs, *, store: Cache | None = None, say: Say | None = Non
 
     result = sweep(inputs.ttft_ms, lifted)
     records = result.records()
-    if not any(float(r["ttft"]) <= inputs.ttft_ms for r in records):
-        # AIConfigurator's own TTFT filter left nothing: sweep again under a looser budget for the near misses
+    if not records:  # AIConfigurator's own TTFT filter left nothing: a looser budget finds the near misses
         result = sweep(inputs.ttft_ms * RELAXED_TTFT, lifted)
         records = result.records()
     kv = KvModel(inputs.kv_shape, inputs.link)
     cands = [from_row(r, inputs.gpus) for r in records]
     for c in cands:
         check_row(c, inputs, kv)
-    shapes = per_shape(cands)
+    shapes = per_shape(cands, inputs)
     say(f"check-compat on {len(shapes)} candidate deployments ({len(cands)} AIConfigurator rows)")
     warnings: dict[tuple[Any, ...], list[dict[str, str]]] = {}
     for c in shapes:
@@ -178,5 +180,8 @@ def suggest(inputs: Inputs, *, store: Cache | None = None, say: Say | None = Non
         warnings[c.shape] = warned
     ok = sorted((c for c in shapes if c.ok), key=_rank_key)
     rejected = sorted((c for c in shapes if not c.ok), key=lambda c: _miss_key(c, inputs))
-    answer = sweep(inputs.ttft_ms, False).meta.get("answer") if with_aic_answer else None
+    answer = None
+    if with_aic_answer:
+        say("AIConfigurator's own answer: its same-TP gate, its picking")
+        answer = aic.own_answer(query, ttft=inputs.ttft_ms, tpot=inputs.itl_ms, store=store)
     return SuggestResult(inputs, ok + rejected, len(records), result.meta, lifted, answer, warnings)

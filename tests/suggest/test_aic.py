@@ -41,6 +41,7 @@ def test_for_sglang_aiconfigurator_forces_same_tp_and_pdctl_lifts_it_by_paramete
     with aic.quiet():
         task = aic.build_task(SMALL, TTFT, TPOT)
     assert task._require_same_tp_gate() is True  # gpt-oss on sglang: no large-EP exemption, the gate applies
+    assert task.pareto_sweep is True  # its own TPOT list, not the target: why the cache key has no ITL
     placeholders = {"prefill": object(), "decode": object()}  # no perf database is loaded for kwargs alone
     assert aic.sweep_kwargs(task, placeholders, lift_gate=False)["require_same_tp"] is True
     assert aic.sweep_kwargs(task, placeholders, lift_gate=True)["require_same_tp"] is False
@@ -74,7 +75,7 @@ def test_pdctls_sweep_gives_aiconfigurators_own_answer_bit_for_bit(fresh: dict) 
     cols = [c for c in (*aic.ROW_COLUMNS, "tokens/s/gpu_cluster") if c in own.columns]
     expected = [dict(zip(cols, (v.item() if hasattr(v, "item") else v for v in row)))
                 for row in own[cols].itertuples(index=False, name=None)]
-    assert kept.meta["answer"] == expected  # same rows, same order, exact floats
+    assert aic.own_answer(SMALL, ttft=TTFT, tpot=TPOT, store=Cache(fresh["root"])) == expected  # exact floats
     recorded = {tuple(r) for r in kept.rows}
     for row in expected:  # and every row of its answer is among the rows pdctl ranks, with the same figures
         assert tuple(row[c] for c in aic.ROW_COLUMNS) in recorded, row
@@ -104,4 +105,4 @@ def test_the_cache_replays_exactly_what_aiconfigurator_computed(fresh: dict) -> 
         assert frame_to_json(frame_from_json(json.loads(json.dumps(doc)))) == doc
     again = aic.run_sweep(SMALL, ttft=TTFT, tpot=TPOT, lift_gate=False, store=store)
     assert again.meta["cached"] and again.rows == fresh["kept"].rows
-    assert again.meta["answer"] == fresh["kept"].meta["answer"]
+    assert again.meta["sweep"] == fresh["kept"].meta["sweep"]

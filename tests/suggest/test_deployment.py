@@ -6,8 +6,15 @@ from __future__ import annotations
 import yaml
 
 from pdctl.suggest.candidate import from_row
-from pdctl.suggest.deployment import (candidate_data, default_skeleton, node_orders, prediction, to_yaml,
-                                      topology_name, with_prediction)
+from pdctl.suggest.deployment import (
+    candidate_data,
+    default_skeleton,
+    node_orders,
+    prediction,
+    to_yaml,
+    topology_name,
+    with_prediction,
+)
 from pdctl.topology import build_topology, load_topology_text
 from pdctl.topology.placement import placement_problems
 from tests.support.paths import CONFIGS_DIR
@@ -57,6 +64,10 @@ def test_a_skeletons_roles_keep_their_own_keys_and_fall_back_to_all_nodes_when_t
     assert not placement_problems(build_topology(data))
     fits = candidate_data(sk, from_row(_row(4, (1, 1, 1), 1, (4, 1, 1)), gpus=8))
     assert (fits["prefill"]["nodes"], fits["decode"]["nodes"]) == (["p0"], ["d0"])  # the skeleton's own split
+    # an EP the skeleton sets for every role is switched off where the candidate has none
+    sk["server"]["args"] = {"ep-size": 4}
+    data = candidate_data(sk, from_row(_row(4, (1, 1, 1), 1, (1, 4, 4)), gpus=8))
+    assert data["prefill"]["args"] == {"ep-size": None} and data["decode"]["args"]["ep-size"] == 4
 
 
 def test_the_prediction_section_is_a_valid_topology_section_and_the_file_reads_back() -> None:
