@@ -100,7 +100,33 @@ def render(result, out) -> None:
     if result.max_regression is not None and not result.gate_failures and result.control_points is not None:
         out.print(f"gate: no regression over {result.max_regression:g}% on {', '.join(result.gate_metrics)}",
                   highlight=False)
+    _render_prediction(result.prediction(), out)
     out.print("[bold green]BENCH OK[/]" if result.ok else "[bold red]BENCH FAILED[/]")
+
+
+def _render_prediction(doc: dict[str, Any] | None, out) -> None:
+    """Predicted (the topology's bench.predicted) against measured medians at the predicted point."""
+    if doc is None:
+        return
+    from rich.table import Table
+
+    p = doc["point"]
+    if doc["measured"] is None:
+        out.print(f"[yellow]prediction:[/] {doc['note']}", highlight=False)
+        return
+    table = Table(title=f"predicted vs measured (c={p['concurrency']} isl={p['isl']} osl={p['osl']}; "
+                  f"{doc['source']})", title_justify="left")
+    for col in ("", "TTFT p50 ms", "ITL p50 ms", "out tok/s"):
+        table.add_column(col, justify="right")
+    keys = ("ttft_ms", "itl_ms", "output_tok_s")
+    table.add_row("predicted", *(_f(doc["predicted"][k]) for k in keys))
+    table.add_row("measured", *(_f(doc["measured"][k]) for k in keys))
+    table.add_row("measured / predicted", *(_f(doc["ratio"][k], 3) for k in keys))
+    if doc["targets"]:
+        met = doc["targets_met"]
+        table.add_row("target", _f(doc["targets"]["ttft_ms"]) + (" met" if met["ttft_ms"] else " MISSED"),
+                      _f(doc["targets"]["itl_ms"]) + (" met" if met["itl_ms"] else " MISSED"), "")
+    out.print(table)
 
 
 @bench_group.command("serve")

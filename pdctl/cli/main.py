@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "preflight": "pdctl.cli.preflight:preflight",
     "bench": "pdctl.cli.bench_serve:bench_group",
     "reference": "pdctl.cli.reference:reference",
+    "suggest": "pdctl.cli.suggest:suggest",
 }
 
 SHORT_HELP: dict[str, str] = {
@@ -44,6 +45,7 @@ SHORT_HELP: dict[str, str] = {
     "preflight": "Check the actual nodes (versions, GPUs, RDMA, model, ports) and a real cross-node transfer.",
     "bench": "Serving sweeps against a control (bench serve); KV transfer (bench transfer).",
     "reference": "The CPU reference engine: checkpoints and serving.",
+    "suggest": "The PD topology to run under TTFT/ITL targets (AIConfigurator + SGLang rules + KV transfer).",
 }
 
 

@@ -172,7 +172,8 @@ def run_request(req: BenchRequest, progress: Progress | None = None) -> BenchRes
                                  gpus=side.gpus, timeout_s=req.timeout, on_point=on_point)
 
             result = BenchResult(tool=tool.name, spec=spec, dataset=dataset.name, candidate=candidate,
-                                 points=sweep(candidate), gate_metrics=metrics, max_regression=max_regression)
+                                 points=sweep(candidate), gate_metrics=metrics, max_regression=max_regression,
+                                 predicted=candidate.topology.bench.predicted if candidate.topology else None)
             if control is not None:
                 result.control = control
                 result.control_points = sweep(control)
