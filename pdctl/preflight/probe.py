@@ -98,6 +98,18 @@ def _read(path: str) -> str | None:
         return None
 
 
+def read_files(paths: list) -> dict:
+    """The first bytes of each file, or why it cannot be read (is a directory shared with the launcher?)."""
+    out = {}
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                out[path] = {"text": fh.read(256).strip()}
+        except OSError as exc:
+            out[path] = {"error": f"{type(exc).__name__}: {exc.strerror or exc}"}
+    return out
+
+
 def resolve(names: list) -> dict:
     """Each name -> its addresses as this node resolves them, or {'error': ...}."""
     out = {}
@@ -213,6 +225,8 @@ def main(args: dict) -> dict:
         "ucx_info": run(["ucx_info", "-d"], timeout) if args.get("ucx", False) else None,
         "ib_sysfs": dump_sysfs(),
         "imex_channels": sorted(os.listdir(IMEX_DIR)) if os.path.isdir(IMEX_DIR) else None,
+        "read_files": read_files(args.get("read_files", [])),
+        "dirs": {path: os.path.isdir(path) for path in args.get("dirs", [])},
     }
     return facts
 
