@@ -28,6 +28,7 @@ class Deployment:
     gpus: int | None
     source: str  # how it was given: the URL, run dir or topology file
     topology: Any | None = None  # the loaded Topology when known
+    run_dir: Path | None = None  # the launched run behind it (its processes are watched: pdctl.liveness)
 
     def document(self) -> dict[str, Any]:
         return {"url": self.url, "gpus": self.gpus, "source": self.source,
@@ -66,10 +67,12 @@ def from_url(label: str, url: str, gpus: int | None) -> Deployment:
 
 def from_run_dir(run_dir: str | None, gpus: int | None) -> Deployment:
     """The router of a `pdctl launch` run (the latest when RUN_DIR is None), with its launched topology."""
+    from pdctl.liveness import require_alive
     from pdctl.parity.endpoints import target_from_run_dir
     from pdctl.runs import resolve_run_dir
 
     path = resolve_run_dir(run_dir)
+    require_alive(path, "bench serve")  # a dead worker is named now, not as a sweep of failed requests
     target = target_from_run_dir(path)
     client.check_reachable(target.url, f"the router of run {path}")
     topo = None
@@ -79,7 +82,7 @@ def from_run_dir(run_dir: str | None, gpus: int | None) -> Deployment:
 
         topo = load_topology(copy)
     count = gpus if gpus is not None else (topology_gpus(topo) if topo is not None else discovered_gpus(target.url))
-    return Deployment("candidate", target.url, count, str(path), topo)
+    return Deployment("candidate", target.url, count, str(path), topo, run_dir=path)
 
 
 def with_topology(side: Deployment, topology_file: str, gpus: int | None) -> Deployment:

@@ -61,7 +61,7 @@ def test_without_sglangs_benchmark_it_says_how_to_get_it(tmp_path) -> None:
     import threading
 
     class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             self.send_response(200)
             self.send_header("Content-Length", "0")
             self.end_headers()
