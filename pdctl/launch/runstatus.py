@@ -84,10 +84,8 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
 
 def routed_alive(router: dict[str, Any], processes: list[dict[str, Any]], expected: int) -> tuple[bool, str]:
     """(healthy, detail) of the router row: the workers that are really serving (their process runs and
-    answers its health check) among those the router routes to. The router keeps listing a killed worker as
-    healthy until its own checks catch up: its count alone would say 2/2 with decode-0 dead."""
-    if str(router["detail"]).startswith("/readiness"):
-        return False, router["detail"]  # the router itself is not ready: that is the news
+    answers its health check, and the router routes to it) out of those launched. The router keeps listing a
+    killed worker as healthy until its own checks catch up: its count alone said 2/2 with decode-0 dead."""
     serving = [p for p in processes if p["url"]]
     down = [p for p in serving if not p["healthy"]]
     listed = router.get("workers")
@@ -102,7 +100,10 @@ def routed_alive(router: dict[str, Any], processes: list[dict[str, Any]], expect
         detail += " (" + ", ".join(f"{p['name']} {p['detail']}" for p in down) + ")"
     if unrouted:
         detail += " (not routed to: " + ", ".join(p["name"] for p in unrouted) + ")"
-    return alive >= expected and not down, detail
+    ready = not str(router["detail"]).startswith("/readiness")
+    if not ready:
+        detail += f"; router {router['detail']}"
+    return ready and alive >= expected and not down, detail
 
 
 def run_watch(run_dir: Path, state: dict[str, Any] | None = None) -> Watch:
