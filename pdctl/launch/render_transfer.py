@@ -31,6 +31,8 @@ NIXL_TCP_UCX_TLS = "tcp,cuda_copy,cuda_ipc,sm"
 REFERENCE_TCP_UCX_TLS = "tcp"
 # stderr: unbuffered, so the tables reach the log at once (C stdout to a file is block-buffered).
 UCX_PATH_ENV: dict[str, str] = {"UCX_PROTO_INFO": "y", "UCX_LOG_FILE": "stderr"}
+# GPU kinds whose nodes can share a multi-node NVLink domain (NVL72 racks); others never do
+MNNVL_GPUS = frozenset({"gb200", "gb300"})
 MOONCAKE_MNNVL_ENV: dict[str, str] = {"SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "NVLINK", "MC_FORCE_MNNVL": "True"}
 
 
@@ -47,6 +49,8 @@ def use_nvlink(topo: Topology, shared_domain: bool | None) -> tuple[bool, str | 
         return False, None
     if mode == "on":
         return True, "transfer.nvlink: on: Mooncake over multi-node NVLink (" + _env_text() + ")"
+    if not any(n.gpu in MNNVL_GPUS for n in topo.nodes):  # H100/H200/B200 boards: no NVLink across nodes
+        return False, None
     if shared_domain is None:
         return False, "transfer.nvlink: auto without preflight: NVLink domain unknown, KV goes over the NIC"
     if shared_domain:

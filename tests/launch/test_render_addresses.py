@@ -62,6 +62,10 @@ def test_transfer_nvlink_modes() -> None:
     assert any("no effect with NIXL" in n for n in plan.notes)
     off, _ = make(transfer={"backend": "mooncake", "nvlink": "off"})
     assert not any("MC_FORCE_MNNVL" in w.env for w in render(off, nvlink_domain=True).workers)
+    h100, _ = make(transfer={"backend": "mooncake"}, nodes=[  # no NVLink across H100 nodes: nothing to note
+        {"name": "p0", "host": "10.0.0.11", "gpu": "h100", "gpus": 8},
+        {"name": "d0", "host": "10.0.0.12", "gpu": "h100", "gpus": 8}])
+    assert render(h100).notes == [] and render(h100, nvlink_domain=None).notes == []
 
 
 def test_dry_run_says_what_each_process_advertises(tmp_path: Path) -> None:

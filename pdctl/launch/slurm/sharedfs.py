@@ -58,12 +58,9 @@ def mounts(text: str | None = None) -> list[Mount]:
 
 
 def mount_of(path: str | Path, table: list[Mount] | None = None) -> Mount | None:
-    """The mount PATH is on (its nearest existing ancestor, symlinks resolved): the longest mount point that
-    contains it; the last such mount wins (a later mount hides an earlier one at the same point)."""
-    target = Path(os.path.abspath(path))
-    while not target.exists() and target != target.parent:
-        target = target.parent
-    resolved = str(target.resolve())
+    """The mount PATH is on (symlinks of the part that exists resolved): the longest mount point that contains
+    it; the last such mount wins (a later mount hides an earlier one at the same point)."""
+    resolved = os.path.realpath(path)
     best: Mount | None = None
     for mount in table if table is not None else mounts():
         point = mount.point.rstrip("/") or "/"
