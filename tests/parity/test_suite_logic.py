@@ -260,9 +260,9 @@ def test_the_report_of_a_pass_is_not_flat_and_says_yes_no() -> None:
     """Issue 20: the report of a passing run plotted every |Δ| (1e-17) on a flat line at 0 of a linear axis up
     to the tolerance, and its tables printed Python's True/False."""
     pytest.importorskip("matplotlib")
-    from pdctl.parity.report import plot_figure, render_html
-
     from dataclasses import replace
+
+    from pdctl.parity.report import plot_figure, render_html
 
     tiny = [replace(_comp(0.0), deltas=[d], max_abs_delta=d) for d in (2.7e-17, 5.5e-17, 0.0)]  # float rounding
     result = ParityResult({"cold": ModeResult("cold", tiny)}, tolerance=0.05, max_new_tokens=1)
