@@ -68,7 +68,7 @@ def gsm8k(json_path: str | None, max_errors: int, **options: Any) -> None:
     if prep.results:
         out.print(f"results: {prep.results}", highlight=False)
     for note in summary.get("notes", []):
-        out.print(f"[yellow]note:[/] {note}", highlight=False)
+        out.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     if outcome.dead is not None:  # stopped at the first failures: retrying against a dead worker is pointless
         raise outcome.dead.error(f"eval gsm8k stopped after {summary['answered']} of {summary['num_questions']} "
                                  "questions")
