@@ -22,8 +22,9 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
     tmp = tmp_path_factory.mktemp("e2e-records")
     topo = local_cpu(tmp, ref_checkpoint, name="e2e-records")
     run_dir = tmp / ".pdctl" / "runs" / "e2e-records"
-    done = subprocess.run([sys.executable, "-m", "pdctl", "launch", str(topo), "--detach", "--timeout", "180"],
-                          cwd=tmp, capture_output=True, text=True, timeout=400, check=False)
+    done = subprocess.run([sys.executable, "-m", "pdctl", "launch", str(topo), "--detach", "--timeout", "180",
+                           "--set", "eval.gsm8k.num_questions=3"], cwd=tmp, capture_output=True, text=True,
+                          timeout=400, check=False)
     try:
         assert done.returncode == 0, done.stderr
         state = wait_state(run_dir, "running", 30)
@@ -75,3 +76,28 @@ def test_worker_logs_have_no_invalid_http_request(deployment: dict) -> None:
     assert "detect_connection_mode" in router_log  # the probe did happen
     for record in deployment["state"]["processes"]:
         assert "Invalid HTTP request" not in Path(record["log"]).read_text(errors="replace"), record["name"]
+
+
+def test_a_launch_keeps_its_set_overrides(deployment: dict) -> None:
+    import yaml
+
+    state = json.loads((deployment["run_dir"] / "state.json").read_text())
+    assert state["overrides"] == ["eval.gsm8k.num_questions=3"]
+    copy = (deployment["run_dir"] / "topology.yaml").read_text()
+    assert copy.startswith(f"# {deployment['topo']} with --set eval.gsm8k.num_questions=3\n")
+    assert yaml.safe_load(copy)["eval"]["gsm8k"]["num_questions"] == 3
+
+
+def test_eval_on_random_weights_says_why_accuracy_is_0(deployment: dict) -> None:
+    """The run's topology (with its override: 3 questions) sets the eval's defaults; the reference engine's
+    random weights are named as the reason the accuracy means nothing."""
+    from tests.support.paths import DATA
+
+    done = pdctl("eval", "gsm8k", "--data-file", str(DATA / "gsm8k_test_50.jsonl"), "--num-shots", "1",
+                 "--max-new-tokens", "8", "--json", "-", cwd=deployment["tmp"], timeout=300)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["num_questions"] == 3 and "seeded random weights" in doc["notes"][0]
+    flat = " ".join(done.stderr.split())
+    assert "note: the deployment serves pdctl's CPU reference engine, whose checkpoints are seeded random" in flat
+    assert f"results: {Path(deployment['state']['run_dir']) / 'eval' / 'gsm8k.jsonl'}" in flat
