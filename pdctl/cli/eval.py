@@ -66,7 +66,7 @@ def gsm8k(json_path: str | None, max_errors: int, **options: Any) -> None:
         for cause, count in _first_causes(records):
             out.print(f"  {count} x first failure: {cause}", highlight=False, markup=False)
     if prep.results:
-        out.print(f"results: {prep.results}", highlight=False)
+        out.print(f"results: {prep.results}", highlight=False, soft_wrap=True)
     for note in summary.get("notes", []):
         out.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     if outcome.dead is not None:  # stopped at the first failures: retrying against a dead worker is pointless
