@@ -20,7 +20,6 @@ from tests.support.launch_e2e import pdctl, wait_state
 from tests.support.launch_samples import local_cpu
 from tests.support.paths import DATA
 
-pytestmark = [pytest.mark.e2e]
 QUESTIONS = 50
 
 
@@ -48,6 +47,7 @@ def _lines(path: Path) -> int:
         return 0
 
 
+@pytest.mark.e2e
 def test_alive_run_is_alive(deployment: dict) -> None:
     from pdctl.liveness import Watchdog, check_run
 
@@ -56,6 +56,7 @@ def test_alive_run_is_alive(deployment: dict) -> None:
     assert Watchdog(deployment["run_dir"]).dead() is None
 
 
+@pytest.mark.e2e
 def test_eval_stops_at_a_killed_decode_and_names_it(deployment: dict) -> None:
     results = deployment["tmp"] / "gsm8k.jsonl"
     decode = next(p for p in deployment["state"]["processes"] if p["role"] == "decode")
@@ -83,6 +84,7 @@ def test_eval_stops_at_a_killed_decode_and_names_it(deployment: dict) -> None:
     assert _lines(results) < QUESTIONS  # stopped early: the rest was not asked against a dead decode
 
 
+@pytest.mark.e2e
 def test_status_router_row_counts_what_is_really_serving(deployment: dict) -> None:
     done = pdctl("status", "--json", "-", cwd=deployment["tmp"])
     assert done.returncode == 1
@@ -90,6 +92,7 @@ def test_status_router_row_counts_what_is_really_serving(deployment: dict) -> No
     assert router["healthy"] is False and router["detail"].startswith("1/2 workers serving (decode-0 exited"), router
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", [
     ["eval", "gsm8k", "--data-file", str(DATA / "gsm8k_test_50.jsonl"), "--num-questions", "5"],
     ["parity", "--cold", "--reference", "http://127.0.0.1:9"],
@@ -110,3 +113,37 @@ def test_clip_never_cuts_a_word() -> None:
     text = "HTTP 503: No available servers: No available prefill workers (all circuits open or unhealthy)"
     assert clip(text, 60) == "HTTP 503: No available servers: No available prefill …"
     assert clip(text, 500) == text and len(clip("x" * 90, 40)) == 40
+
+
+def test_a_run_whose_process_exited_is_named_dead(tmp_path: Path) -> None:
+    """The check itself, on a run dir whose decode process (a real one) has exited and whose prefill runs."""
+    from pdctl.errors import CheckFailed
+    from pdctl.launch.executors.local import proc_stat
+    from pdctl.liveness import Watchdog, check_run, require_alive
+
+    run_dir = tmp_path / "run"
+    (run_dir / "logs").mkdir(parents=True)
+    alive = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    gone = subprocess.Popen(["true"], start_new_session=True)
+    gone.wait()
+    try:
+        def record(role: str, proc: subprocess.Popen, start: int | None) -> dict:
+            log = run_dir / "logs" / f"{role}-0.log"
+            log.write_text(f"{role} log line 1\n{role} says goodbye\n")
+            return {"name": f"{role}-0", "role": role, "replica": 0, "node": "local", "pid": proc.pid,
+                    "pgid": proc.pid, "start_time": start, "executor": "local", "log": str(log), "url": None}
+
+        stat = proc_stat(alive.pid)
+        state = {"topology": "t", "run_dir": str(run_dir), "status": "running",
+                 "processes": [record("prefill", alive, stat[2] if stat else None), record("decode", gone, 1)],
+                 "router": {}}
+        (run_dir / "state.json").write_text(json.dumps(state))
+        verdict = check_run(run_dir)
+        assert [d.describe() for d in verdict.dead] == [f"decode:0 (decode-0, node local, pid {gone.pid}) exited"]
+        assert "decode says goodbye" in verdict.dead[0].tail and verdict.checked == 2
+        assert Watchdog(run_dir).dead() is not None and Watchdog(None).dead() is None
+        with pytest.raises(CheckFailed, match=r"eval gsm8k: the deployment of run .* has a dead process: decode:0"):
+            require_alive(run_dir, "eval gsm8k")
+    finally:
+        alive.kill()
+        alive.wait()
