@@ -96,7 +96,7 @@ def launch(
         raise UserError("--in-allocation starts the deployment in this allocation: it takes no --dry-run or --submit")
     if submit and not slurm:
         raise UserError("--submit applies to Slurm: add a slurm: section to the topology, or --executor slurm")
-    if not dry_run and skip_preflight and not slurm:  # a submitted job says it itself
+    if not dry_run and skip_preflight and (in_allocation or not slurm):  # a submitted job says it itself
         err_console.print("[bold yellow]warning:[/] --skip-preflight: the nodes are NOT checked before launch "
                           "(versions, model, ports, transfer path)")
     if in_allocation:

@@ -108,11 +108,14 @@ class RunState:
             return
         source = Path(source_path).resolve()
         copy = write_topology_copy(topo, self.run_dir)
-        if source == copy.resolve():  # launched from the copy (the Slurm job does): keep the name launched
-            source = Path(current_state(self.run_dir).get("topology_path") or source)
+        overrides = list(topo.overrides)
+        if source == copy.resolve():  # launched from the copy (the Slurm job does): keep what the user launched
+            before = current_state(self.run_dir)
+            source = Path(before.get("topology_path") or source)
+            overrides = overrides or list(before.get("overrides") or [])
         self.doc["topology_path"] = str(source)
-        if topo.overrides:
-            self.doc["overrides"] = list(topo.overrides)
+        if overrides:
+            self.doc["overrides"] = overrides
 
     def add(self, record: dict[str, Any]) -> None:
         """Record a started process (the router goes under `router`)."""
