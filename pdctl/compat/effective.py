@@ -122,10 +122,26 @@ def _reference_flags(flags: list[str]) -> tuple[Any, str | None]:
 def _sglang_args(intent: Any, table: FlagTable) -> ParsedArgs:
     """A reference topology's `args:` parsed as the real run's SGLang would parse them (the release's table):
     a rehearsal must reject a misspelled flag as the real launch would (the reference engine's parser keeps
-    unknown flags and ignores them)."""
-    from pdctl.launch.plan import flag_args
+    unknown flags and ignores them). The reference engine's own knobs (--numerics, --num-threads, ...) are
+    not SGLang's, and are not problems: a rehearsal may set them."""
+    import difflib
+    from dataclasses import replace
 
-    return parse_argv(["--model-path", "x", *flag_args(intent.args)], table)
+    from pdctl.launch.plan import flag_args
+    from pdctl.reference.args import build_parser
+
+    own = set(build_parser()._option_string_actions)
+    parsed = parse_argv(["--model-path", "x", *flag_args(intent.args)], table)
+    problems = []
+    for problem in parsed.problems:
+        flag = (problem.flag or "").split("=")[0]
+        if flag in own:
+            continue
+        close = difflib.get_close_matches(flag, sorted(own), n=1, cutoff=0.8) if flag else []
+        if close and "did you mean" not in problem.message:
+            problem = replace(problem, message=f"{problem.message}; did you mean {close[0]} (a reference-engine flag)?")
+        problems.append(problem)
+    return replace(parsed, problems=tuple(problems))
 
 
 def _ignored_args(ns: Any, parsed: ParsedArgs) -> list[str]:

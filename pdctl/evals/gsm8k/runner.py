@@ -83,6 +83,7 @@ async def run_jobs(
         outcome.dead = found
         stop.set()
         return "stopped: " + found.summary()
+
     queue: asyncio.Queue[Job] = asyncio.Queue()
     for job in jobs:
         queue.put_nowait(job)
