@@ -76,8 +76,8 @@ def launch(
     Under Slurm the job does both on the nodes it was given."""
     from pdctl.errors import UserError
     from pdctl.launch.gate import gate
-    from pdctl.launch.planner import render
     from pdctl.launch.state import write_plan
+    from pdctl.render.deployment import render
     from pdctl.runs import default_run_dir
     from pdctl.topology import load_topology
 

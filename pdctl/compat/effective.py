@@ -1,6 +1,6 @@
 """The pipeline check-compat judges: topology -> rendered commands -> parsed flags -> effective role settings.
 
-The rules read `EffectiveRole`s, built from what `pdctl launch` would really start (pdctl.launch.planner.render),
+The rules read `EffectiveRole`s, built from what `pdctl launch` would really start (pdctl.render.deployment.render),
 parsed with the flag table of the SGLang version that runs them (pdctl.sglang), so an `args:` override, an
 engine.env variable or a flag the renderer spells differently is judged as SGLang will see it. The
 reference engine's commands are parsed with its own parser (same flag names, fewer of them).
@@ -131,7 +131,7 @@ def _reference_role(intent: Any, ns: Any, env: dict[str, str]) -> EffectiveRole:
 
 def _rendered_without_args(flags: list[str], args: dict[str, Any]) -> list[str]:
     """FLAGS without the `args:` entries (the renderer appends them last, replacing its own of the same name)."""
-    from pdctl.launch.plan import merge_flags
+    from pdctl.render.spec import merge_flags
 
     return merge_flags(flags, {name: None for name in args})
 
@@ -140,7 +140,7 @@ def effective(topo: Any, version: VersionChoice | None = None) -> Effective:
     """Render TOPO as launch would (no side effects) and read back every role's effective settings.
 
     VERSION: the SGLang version judged (default: engine.version, else pdctl's default version)."""
-    from pdctl.launch.planner import render
+    from pdctl.render.deployment import render
 
     version = version or choose(topo.engine.version)
     plan = render(topo, wrap=False)  # the commands themselves, not what starts them (docker, srun)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pdctl.compat.context import Context
 from pdctl.compat.findings import Outcome, fired, passed
-from pdctl.launch.render_sglang import RENDERED_FROM
+from pdctl.render.sglang import RENDERED_FROM
 
 # The reference engine's own dests for the keys it is rendered from (its flags follow SGLang's names).
 REFERENCE_RENDERED = {"tp": "tp", "role": "the role section (prefill: / decode:)", "kv_layout": "kv_layout"}

@@ -12,10 +12,10 @@ from typing import Any
 _EXPORTS = {
     "launch_topology": "pdctl.launch.supervisor",
     "teardown": "pdctl.launch.shutdown",
-    "render": "pdctl.launch.planner",
+    "render": "pdctl.render.deployment",
     "status": "pdctl.launch.runstatus",
-    "LaunchPlan": "pdctl.launch.plan",
-    "ProcessSpec": "pdctl.launch.plan",
+    "LaunchPlan": "pdctl.render.spec",
+    "ProcessSpec": "pdctl.render.spec",
 }
 
 

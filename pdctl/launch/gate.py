@@ -19,7 +19,7 @@ from pdctl.sglang.versions import VersionChoice, choose, parse_version
 
 if TYPE_CHECKING:
     from pdctl.compat import Finding
-    from pdctl.launch.plan import LaunchPlan
+    from pdctl.render.spec import LaunchPlan
     from pdctl.topology import Node, Topology
 
 ASK_TIMEOUT_S = 60.0

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pdctl.errors import UserError
-from pdctl.launch.plan import LaunchPlan, ProcessSpec
+from pdctl.render.spec import LaunchPlan, ProcessSpec
 from pdctl.runs import PLAN_FILE, STATE_FILE
 
 TOPOLOGY_COPY = "topology.yaml"

@@ -1,7 +1,7 @@
 """Which path a running deployment's KV takes, read from its prefill servers' logs (`pdctl status`).
 
 Prefill writes KV into decode's memory, so the prefill side's transfer library says what it chose: UCX's
-protocol tables (launch renders UCX_PROTO_INFO=y for NIXL, pdctl.launch.render_transfer) name the
+protocol tables (launch renders UCX_PROTO_INFO=y for NIXL, pdctl.render.transfer) name the
 transport/device per endpoint, Mooncake's init lines name its transport and address. The tables appear at the
 first KV transfer; before that the path is honestly "not known yet".
 """

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdctl.launch.executors import Executor, node_executor
-from pdctl.launch.plan import node_python
-from pdctl.launch.render_sglang import model_path
 from pdctl.preflight import probe
+from pdctl.render.sglang import model_path
+from pdctl.render.spec import node_python
 from pdctl.topology.placement import place, port_bindings
 
 if TYPE_CHECKING:

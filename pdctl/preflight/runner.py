@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from pdctl import __version__
 from pdctl.errors import UserError
-from pdctl.launch.render_transfer import use_nvlink
 from pdctl.preflight.checks import FAMILIES
 from pdctl.preflight.checks.gpu import inventory, nvlink_domain
 from pdctl.preflight.context import Context
 from pdctl.preflight.gather import gather, node_roles
 from pdctl.preflight.report import Check, NodeReport, PreflightReport, TransferResult, failed, passed
 from pdctl.preflight.transfer import MIN_SHARE_OF_LINK, node_pairs, run_pair
+from pdctl.render.transfer import use_nvlink
 
 if TYPE_CHECKING:
     from pdctl.topology import Topology

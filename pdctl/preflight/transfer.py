@@ -19,12 +19,12 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from pdctl.launch.executors import node_executor
-from pdctl.launch.render_transfer import UCX_PATH_ENV, transfer_env
 from pdctl.preflight.gather import engine_python
 from pdctl.preflight.parsers.iproute import parse_ip_route_get
 from pdctl.preflight.parsers.mooncake_log import parse_mooncake_log
 from pdctl.preflight.parsers.ucx_proto import write_path
 from pdctl.preflight.report import TransferResult
+from pdctl.render.transfer import UCX_PATH_ENV, transfer_env
 from pdctl.topology.placement import place
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from pdctl.errors import CheckFailed
 from pdctl.launch import launch_topology
 from pdctl.launch.executors.local import proc_stat
 from pdctl.launch.executors.ssh import SSHExecutor, ssh_argv
-from pdctl.launch.plan import ProcessSpec
+from pdctl.render.spec import ProcessSpec
 from pdctl.topology import load_topology
 from tests.support.launch_samples import local_cpu
 from tests.support.net import wait_for

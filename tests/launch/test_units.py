@@ -13,8 +13,8 @@ import pytest
 from pdctl.errors import UserError
 from pdctl.launch.executors.local import LocalExecutor, proc_stat
 from pdctl.launch.logs import select
-from pdctl.launch.plan import flag_args, merge_flags
-from pdctl.launch.planner import render
+from pdctl.render.deployment import render
+from pdctl.render.spec import flag_args, merge_flags
 from pdctl.topology import load_topology_text
 from tests.support.launch_samples import SGLANG_BASE
 

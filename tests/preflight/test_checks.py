@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pdctl.launch.planner import render
 from pdctl.preflight.checks import gpu, rdma, software
 from pdctl.preflight.context import Context
 from pdctl.preflight.gather import NodeFacts, node_roles
 from pdctl.preflight.report import TransferResult
 from pdctl.preflight.runner import transfer_checks
+from pdctl.render.deployment import render
 from tests.support.topo_factory import make
 
 DATA = Path(__file__).resolve().parent / "data"

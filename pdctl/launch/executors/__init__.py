@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pdctl.errors import UserError
-from pdctl.launch.plan import ProcessSpec
+from pdctl.render.spec import ProcessSpec
 
 if TYPE_CHECKING:
     from pdctl.topology import Node, Topology
@@ -125,7 +125,7 @@ def node_executor(node: Node, *, slurm: bool = False, topo: Topology | None = No
         return SlurmExecutor(node=node.target, wrap=node_step(topo, node))
     wrap: Wrap | None = None
     if topo is not None and topo.engine.container is not None:
-        from pdctl.launch.container import docker_prefix
+        from pdctl.render.container import docker_prefix
 
         def wrap(interactive: bool) -> list[str]:
             return docker_prefix(topo, node, interactive=interactive)

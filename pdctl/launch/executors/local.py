@@ -17,7 +17,7 @@ from typing import Any
 
 from pdctl.launch.executors import CommandResult, Wrap, wrapped
 from pdctl.launch.logtail import tail_lines
-from pdctl.launch.plan import ProcessSpec
+from pdctl.render.spec import ProcessSpec
 
 KILL_WAIT_S = 5.0
 

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from pdctl.errors import UserError
 from pdctl.launch.executors.local import LocalExecutor
-from pdctl.launch.plan import ProcessSpec
 from pdctl.launch.slurm import jobs
-from pdctl.launch.slurm.script import OWN_JOB_ENV
+from pdctl.render.sbatch import OWN_JOB_ENV
+from pdctl.render.spec import ProcessSpec
 
 if TYPE_CHECKING:
     from pdctl.launch.executors import Wrap
@@ -31,8 +31,8 @@ CANCEL_WAIT_S = 30.0  # after scancel: slurmd signals, waits KillWait, then kill
 
 
 def node_step(topo: Topology | None, node: Node, name: str = "pdctl-run") -> Wrap:
-    """The srun prefix of a short command on NODE (pdctl.launch.slurm.step), for an executor's run/popen."""
-    from pdctl.launch.slurm.step import slurm_target, step_prefix
+    """The srun prefix of a short command on NODE (pdctl.render.slurm), for an executor's run/popen."""
+    from pdctl.render.slurm import slurm_target, step_prefix
 
     def wrap(interactive: bool) -> list[str]:
         if topo is None:

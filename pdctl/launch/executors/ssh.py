@@ -16,7 +16,7 @@ from typing import Any
 from pdctl.errors import CheckFailed
 from pdctl.launch.executors import CommandResult, Wrap, wrapped
 from pdctl.launch.executors.local import popen_piped, run_captured
-from pdctl.launch.plan import ProcessSpec
+from pdctl.render.spec import ProcessSpec
 
 SSH_TIMEOUT_S = 30
 # Live members of a process group, zombies excluded (exit 0 iff any).

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from pdctl.errors import CheckFailed, UserError
 from pdctl.launch.executors.local import run_captured
-from pdctl.launch.slurm.step import in_allocation, slurm_target
+from pdctl.render.slurm import in_allocation, slurm_target
 from pdctl.topology.placement import is_loopback
 
 if TYPE_CHECKING:

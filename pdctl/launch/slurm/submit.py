@@ -1,7 +1,7 @@
 """`pdctl launch --submit`: write the sbatch script, sbatch it, and follow the job from outside until the
 deployment it launches is ready.
 
-The job runs `pdctl launch --in-allocation` (pdctl.launch.slurm.script), which writes the run dir's
+The job runs `pdctl launch --in-allocation` (pdctl.render.sbatch), which writes the run dir's
 state.json as any launch does; this side relays the job's output (so preflight's lines and any error appear
 here as they happen), waits while the job is queued (the `--timeout` clock starts when it runs), and once
 the job's launch says `running`, checks from here that the router routes to every worker. If the job ends, its
@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 from pdctl.errors import CheckFailed, UserError
 from pdctl.launch.health import router_ready
 from pdctl.launch.slurm import jobs
-from pdctl.launch.slurm.script import SCRIPT_NAME, render_sbatch
 from pdctl.launch.state import TOPOLOGY_COPY, current_state, make_run_dir
 from pdctl.launch.supervisor import Launch, Progress, _quiet
+from pdctl.render.sbatch import SCRIPT_NAME, render_sbatch
 from pdctl.runs import remember_latest
 
 if TYPE_CHECKING:
-    from pdctl.launch.plan import LaunchPlan
+    from pdctl.render.spec import LaunchPlan
     from pdctl.topology import Topology
 
 POLL_S = 1.0
@@ -163,8 +163,8 @@ def launch_in_allocation(topo: Topology, run_dir: Path | None = None, **launch: 
     import os
 
     from pdctl.launch.slurm.allocation import bind_allocation, require_allocation
-    from pdctl.launch.slurm.script import OWN_JOB_ENV
     from pdctl.launch.supervisor import launch_topology
+    from pdctl.render.sbatch import OWN_JOB_ENV
 
     job_id = require_allocation()
     bound = bind_allocation(topo)

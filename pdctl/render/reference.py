@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pdctl.errors import UserError
-from pdctl.launch.plan import ProcessSpec, merge_flags, node_python, node_ssh, optional_flag, process_name
-from pdctl.launch.render_sglang import model_path
+from pdctl.render.sglang import model_path
+from pdctl.render.spec import ProcessSpec, merge_flags, node_python, node_ssh, optional_flag, process_name
 
 if TYPE_CHECKING:
     from pdctl.topology import RoleConfig, Topology

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pdctl.errors import UserError
-from pdctl.launch.slurm.script import job_nodes, render_sbatch
+from pdctl.render.sbatch import job_nodes, render_sbatch
 from tests.support.launch_samples import sglang_on_slurm
 
 FULL = {"partition": "gpu", "account": "llm", "qos": "high", "time_limit": "1-00:00:00", "reservation": "pd-tests",

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from pdctl.errors import UserError
-from pdctl.launch.planner import render
-from pdctl.launch.slurm.step import STEP_SCRIPT_NAME, gpu_option, job_options, step_prefix
+from pdctl.render.deployment import render
+from pdctl.render.slurm import STEP_SCRIPT_NAME, gpu_option, job_options, step_prefix
 from pdctl.topology import load_topology_text
 from tests.support.launch_samples import SGLANG_BASE, sglang_on_slurm
 

@@ -16,7 +16,7 @@ import os
 from typing import TYPE_CHECKING
 
 from pdctl.errors import UserError
-from pdctl.launch.container import pyxis_options
+from pdctl.render.container import pyxis_options
 
 if TYPE_CHECKING:
     from pdctl.topology import Node, Topology

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from pdctl.launch.planner import render
+from pdctl.render.deployment import render
 from tests.support.launch_e2e import pdctl
 from tests.support.topo_factory import BASE, make, merge
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pdctl.launch.plan import ProcessSpec, merge_flags, node_python, node_ssh
+from pdctl.render.spec import ProcessSpec, merge_flags, node_python, node_ssh
 from pdctl.topology.placement import host_for_url
 
 if TYPE_CHECKING:

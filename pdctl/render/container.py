@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pdctl.errors import UserError
-from pdctl.launch.render_sglang import model_path
+from pdctl.render.sglang import model_path
 
 if TYPE_CHECKING:
     from pdctl.topology import Node, Topology

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from pdctl.launch.plan import LaunchPlan, ProcessSpec
-from pdctl.launch.render_reference import render_reference_replica
-from pdctl.launch.render_router import render_router
-from pdctl.launch.render_sglang import render_sglang_replica
-from pdctl.launch.render_transfer import transfer_env, use_nvlink
+from pdctl.render.reference import render_reference_replica
+from pdctl.render.router import render_router
+from pdctl.render.sglang import render_sglang_replica
+from pdctl.render.spec import LaunchPlan, ProcessSpec
+from pdctl.render.transfer import transfer_env, use_nvlink
 from pdctl.topology.placement import place
 
 if TYPE_CHECKING:
@@ -62,12 +62,12 @@ def wrap_process(topo: Topology, proc: ProcessSpec, *, slurm: bool) -> ProcessSp
     it is."""
     node = topo.node(proc.node)
     if slurm:
-        from pdctl.launch.slurm.step import step_name, step_prefix
+        from pdctl.render.slurm import step_name, step_prefix
 
         return replace(proc, wrap=step_prefix(topo, node, name=step_name(topo, proc.name), inside=True),
                        executor="srun")
     if topo.engine.container is not None:
-        from pdctl.launch.container import container_name, docker_prefix
+        from pdctl.render.container import container_name, docker_prefix
 
         name = container_name(topo, proc.name)
         return replace(proc, wrap=docker_prefix(topo, node, name=name), container=name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pdctl.launch.plan import ProcessSpec, merge_flags, node_ssh, optional_flag, process_name
+from pdctl.render.spec import ProcessSpec, merge_flags, node_ssh, optional_flag, process_name
 from pdctl.sglang.settings import ENV_AITER_LAYOUT, ENV_HND, ENV_STAGING
 from pdctl.sglang.table import FlagTable, load_table
 from pdctl.sglang.versions import choose

@@ -11,11 +11,11 @@ import yaml
 
 from pdctl.compat import evaluate
 from pdctl.errors import UserError
-from pdctl.launch.container import docker_image, docker_prefix, pyxis_image, pyxis_options
 from pdctl.launch.executors import node_executor
 from pdctl.launch.executors.ssh import SSHExecutor
-from pdctl.launch.planner import render
 from pdctl.models import resolve_model_spec
+from pdctl.render.container import docker_image, docker_prefix, pyxis_image, pyxis_options
+from pdctl.render.deployment import render
 from pdctl.topology import load_topology_text
 from tests.support.launch_samples import SGLANG_BASE
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from pdctl.launch.planner import render
+from pdctl.render.deployment import render
 from pdctl.sglang.argv import parse_argv
 from pdctl.sglang.table import load_table
 from pdctl.topology import load_topology, load_topology_text
