@@ -94,7 +94,7 @@ def launch(
         err_console.print("[bold yellow]warning:[/] --skip-preflight: the nodes are NOT checked before launch "
                           "(versions, model, ports, transfer path)")
     if in_allocation:
-        from pdctl.launch.slurm.submit import launch_in_allocation
+        from pdctl.launch.submit import launch_in_allocation
 
         _foreground(out, json_path, launch_in_allocation, topo, path, timeout=timeout, skip_compat=skip_compat,
                     detach=detach, preflight=not skip_preflight, warn=_loud)
@@ -162,8 +162,8 @@ def _preflight_seen(report: Any, out: Any) -> None:
 def _slurm_script(topo: Any, plan: Any, path: Path, timeout: float, skip_compat: bool, skip_preflight: bool,
                   out: Any) -> None:
     """Write plan.json and the sbatch script, and print the script (submit it with --submit, or sbatch)."""
-    from pdctl.launch.slurm.submit import write_script
     from pdctl.launch.state import write_plan
+    from pdctl.launch.submit import write_script
 
     write_plan(path, plan)
     script = write_script(topo, path, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)
@@ -176,7 +176,7 @@ def _submit(topo: Any, plan: Any, path: Path, timeout: float, skip_compat: bool,
     """sbatch the job and follow it (its output relayed on stderr) until its deployment is ready."""
     from rich.text import Text
 
-    from pdctl.launch.slurm.submit import submit_topology
+    from pdctl.launch.submit import submit_topology
 
     def say(line: str) -> None:
         err_console.print(Text("job | ", style="dim") + Text(line), highlight=False, soft_wrap=True)

@@ -58,7 +58,7 @@ def preflight(
     topo = load_topology(topology)
     slurm = executor == "slurm" or (executor == "auto" and topo.slurm is not None)
     if slurm:
-        from pdctl.launch.slurm.allocation import slurm_nodes
+        from pdctl.executors.slurm_allocation import slurm_nodes
 
         topo = slurm_nodes(topo)
     with out.status("preflight") as status:

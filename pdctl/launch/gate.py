@@ -40,7 +40,7 @@ class NodeAnswer:
 def askable(topo: Topology, node: Node, *, slurm: bool = False) -> bool:
     """Nodes pdctl can run a command on: Slurm nodes through srun, ssh nodes, and nodes without ssh that are
     this machine."""
-    from pdctl.launch.hosts import is_local_host
+    from pdctl.executors.hosts import is_local_host
 
     if slurm:
         return not node.allocated
@@ -50,7 +50,7 @@ def askable(topo: Topology, node: Node, *, slurm: bool = False) -> bool:
 def ask_node(topo: Topology, node: Node, *, slurm: bool = False) -> NodeAnswer:
     """Run engine.python on NODE (through its executor, in the engine's container) to read the installed
     SGLang version."""
-    from pdctl.launch.executors import node_executor
+    from pdctl.executors import node_executor
 
     argv = [topo.engine.python, *ASK_VERSION]
     done = node_executor(node, slurm=slurm, topo=topo).run(argv, timeout=ASK_TIMEOUT_S, env=dict(topo.engine.env))
@@ -137,7 +137,7 @@ def skipped_compat(topo: Topology, version: VersionChoice | None = None) -> str:
 
 def require_local_nodes(plan: LaunchPlan) -> None:
     """Processes on nodes without `ssh:` start here: their host must be this machine (before anything starts)."""
-    from pdctl.launch.hosts import is_local_host
+    from pdctl.executors.hosts import is_local_host
 
     remote = sorted({(p.node, p.host) for p in plan.processes()
                      if p.ssh is None and p.executor is None and not is_local_host(p.host)})

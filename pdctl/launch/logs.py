@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pdctl.errors import UserError
-from pdctl.launch.executors import executor_for
+from pdctl.executors import executor_for
 from pdctl.launch.state import all_records
 from pdctl.runs import read_state
 

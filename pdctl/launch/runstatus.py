@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from pdctl.launch.executors import executor_for
+from pdctl.executors import executor_for
 from pdctl.launch.health import router_check, router_workers, worker_health
 from pdctl.launch.state import started
 from pdctl.launch.transfer_path import transfer_path

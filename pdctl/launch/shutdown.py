@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from pdctl.launch.executors import executor_for
+from pdctl.executors import executor_for
 from pdctl.launch.state import all_records, write_state
 from pdctl.runs import read_state, resolve_run_dir
 

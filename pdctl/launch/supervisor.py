@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdctl.errors import CheckFailed, UserError
-from pdctl.launch.executors import executor_for
+from pdctl.executors import executor_for
 from pdctl.launch.gate import check_compat, gate, require_local_nodes, require_runnable_here
 from pdctl.launch.health import router_ready, worker_health
 from pdctl.launch.shutdown import stop_records
@@ -237,7 +237,7 @@ def launch_topology(
     that later `pdctl status/eval/down` without --run-dir must not pick up instead of the user's run.
     PREFLIGHT: check the nodes first (pdctl.launch.gate; `pdctl launch` does unless --skip-preflight), with
     ON_PREFLIGHT called with the report. SLURM: TOPO's nodes are Slurm nodes of the allocation this process
-    runs in (pdctl.launch.slurm.allocation binds them): nodes are asked and checked through srun, and every
+    runs in (pdctl.executors.slurm_allocation binds them): nodes are asked and checked through srun, and every
     process is an srun step started from here. WARN receives --skip-compat's notice. STATE: extra top-level
     keys of state.json (the Slurm job, the nodes it was given)."""
     progress = progress or _quiet

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pdctl.launch.executors.local import LocalExecutor
-from pdctl.launch.executors.ssh import SSHExecutor
+from pdctl.executors.local import LocalExecutor
+from pdctl.executors.ssh import SSHExecutor
 from pdctl.preflight.parsers.mooncake_log import parse_mooncake_log
 from pdctl.preflight.parsers.ucx_proto import write_path
 

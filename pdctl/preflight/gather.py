@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pdctl.launch.executors import Executor, node_executor
+from pdctl.executors import Executor, node_executor
 from pdctl.preflight import probe
 from pdctl.render.sglang import model_path
 from pdctl.render.spec import node_python

@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
-from pdctl.launch.executors import node_executor
+from pdctl.executors import node_executor
 from pdctl.preflight.gather import engine_python
 from pdctl.preflight.parsers.iproute import parse_ip_route_get
 from pdctl.preflight.parsers.mooncake_log import parse_mooncake_log

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pdctl.errors import UserError
-from pdctl.launch.executors.local import LocalExecutor, proc_stat
+from pdctl.executors.local import LocalExecutor, proc_stat
 from pdctl.launch.logs import select
 from pdctl.render.deployment import render
 from pdctl.render.spec import flag_args, merge_flags
@@ -163,7 +163,7 @@ def test_reference_replica_spanning_nodes_is_bad_input(tmp_path: Path) -> None:
 
 
 def test_ssh_remote_command_carries_injection_text_literally() -> None:
-    from pdctl.launch.executors.ssh import ssh_argv, start_script
+    from pdctl.executors.ssh import ssh_argv, start_script
 
     evil = "x; rm -rf / #$(reboot)`id`'\"\n&& halt"
     text = SGLANG_BASE.replace(

@@ -11,8 +11,8 @@ import yaml
 
 from pdctl.compat import evaluate
 from pdctl.errors import UserError
-from pdctl.launch.executors import node_executor
-from pdctl.launch.executors.ssh import SSHExecutor
+from pdctl.executors import node_executor
+from pdctl.executors.ssh import SSHExecutor
 from pdctl.models import resolve_model_spec
 from pdctl.render.container import docker_image, docker_prefix, pyxis_image, pyxis_options
 from pdctl.render.deployment import render

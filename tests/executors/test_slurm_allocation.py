@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from pdctl.errors import UserError
-from pdctl.launch.slurm.allocation import (
+from pdctl.executors.slurm_allocation import (
     ADDRESS_SCRIPT,
     AddressReport,
     assign,

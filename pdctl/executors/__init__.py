@@ -90,12 +90,12 @@ class Executor(Protocol):
 
 def executor_for(record: dict[str, Any] | ProcessSpec) -> Executor:
     """The executor of a process: its record's `executor`, or for a ProcessSpec, ssh iff its node has ssh."""
-    from pdctl.launch.executors.local import LocalExecutor
-    from pdctl.launch.executors.ssh import SSHExecutor
+    from pdctl.executors.local import LocalExecutor
+    from pdctl.executors.ssh import SSHExecutor
 
     if isinstance(record, ProcessSpec):
         if record.executor == "srun":
-            from pdctl.launch.executors.slurm import SrunExecutor
+            from pdctl.executors.slurm import SrunExecutor
 
             return SrunExecutor()
         return SSHExecutor(record.host, record.ssh) if record.ssh is not None else LocalExecutor()
@@ -105,7 +105,7 @@ def executor_for(record: dict[str, Any] | ProcessSpec) -> Executor:
     if kind == "ssh":
         return SSHExecutor(record["host"], record.get("ssh") or {})
     if kind in ("slurm", "srun"):
-        from pdctl.launch.executors.slurm import SlurmExecutor, SrunExecutor
+        from pdctl.executors.slurm import SlurmExecutor, SrunExecutor
 
         return SlurmExecutor() if kind == "slurm" else SrunExecutor()
     raise UserError(f"process {record.get('name')!r} has executor {kind!r}, which pdctl cannot control here")
@@ -116,11 +116,11 @@ def node_executor(node: Node, *, slurm: bool = False, topo: Topology | None = No
     Slurm node named by its host. With TOPO, commands run the way its engine runs: in engine.container
     (docker on local/ssh nodes, pyxis under Slurm) and after slurm.setup — so preflight's probes and the
     version question see what the servers will see."""
-    from pdctl.launch.executors.local import LocalExecutor
-    from pdctl.launch.executors.ssh import SSHExecutor
+    from pdctl.executors.local import LocalExecutor
+    from pdctl.executors.ssh import SSHExecutor
 
     if slurm:
-        from pdctl.launch.executors.slurm import SlurmExecutor, node_step
+        from pdctl.executors.slurm import SlurmExecutor, node_step
 
         return SlurmExecutor(node=node.target, wrap=node_step(topo, node))
     wrap: Wrap | None = None

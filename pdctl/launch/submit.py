@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdctl.errors import CheckFailed, UserError
+from pdctl.executors import slurm_jobs as jobs
 from pdctl.launch.health import router_ready
-from pdctl.launch.slurm import jobs
 from pdctl.launch.state import TOPOLOGY_COPY, current_state, make_run_dir
 from pdctl.launch.supervisor import Launch, Progress, _quiet
 from pdctl.render.sbatch import SCRIPT_NAME, render_sbatch
@@ -162,7 +162,7 @@ def launch_in_allocation(topo: Topology, run_dir: Path | None = None, **launch: 
     any launch does, with srun steps (LAUNCH: launch_topology's options)."""
     import os
 
-    from pdctl.launch.slurm.allocation import bind_allocation, require_allocation
+    from pdctl.executors.slurm_allocation import bind_allocation, require_allocation
     from pdctl.launch.supervisor import launch_topology
     from pdctl.render.sbatch import OWN_JOB_ENV
 

@@ -18,13 +18,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pdctl.errors import UserError
-from pdctl.launch.executors.local import LocalExecutor
-from pdctl.launch.slurm import jobs
+from pdctl.executors import slurm_jobs as jobs
+from pdctl.executors.local import LocalExecutor
 from pdctl.render.sbatch import OWN_JOB_ENV
 from pdctl.render.spec import ProcessSpec
 
 if TYPE_CHECKING:
-    from pdctl.launch.executors import Wrap
+    from pdctl.executors import Wrap
     from pdctl.topology import Node, Topology
 
 CANCEL_WAIT_S = 30.0  # after scancel: slurmd signals, waits KillWait, then kills the steps

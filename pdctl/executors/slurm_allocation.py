@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pdctl.errors import CheckFailed, UserError
-from pdctl.launch.executors.local import run_captured
+from pdctl.executors.local import run_captured
 from pdctl.render.slurm import in_allocation, slurm_target
 from pdctl.topology.placement import is_loopback
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from pdctl.errors import CheckFailed
-from pdctl.launch.executors import CommandResult, Wrap, wrapped
-from pdctl.launch.executors.local import popen_piped, run_captured
+from pdctl.executors import CommandResult, Wrap, wrapped
+from pdctl.executors.local import popen_piped, run_captured
 from pdctl.render.spec import ProcessSpec
 
 SSH_TIMEOUT_S = 30

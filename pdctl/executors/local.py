@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pdctl.launch.executors import CommandResult, Wrap, wrapped
-from pdctl.launch.logtail import tail_lines
+from pdctl.executors import CommandResult, Wrap, wrapped
+from pdctl.executors.logtail import tail_lines
 from pdctl.render.spec import ProcessSpec
 
 KILL_WAIT_S = 5.0

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pdctl.launch.executors import node_executor
-from pdctl.launch.executors.local import LocalExecutor, proc_stat
-from pdctl.launch.executors.ssh import SSHExecutor
+from pdctl.executors import node_executor
+from pdctl.executors.local import LocalExecutor, proc_stat
+from pdctl.executors.ssh import SSHExecutor
 from pdctl.topology import build_topology
 from tests.support.net import wait_for
 from tests.support.sshd import SSHServer, sshd_missing_reason, start_sshd
