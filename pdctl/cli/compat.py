@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from pdctl.cli.console import console, err_console, write_json
 from pdctl.cli.options import json_option
-from pdctl.cli.render import console, err_console, write_json
 from pdctl.compat.findings import NOT_APPLICABLE, verdict
 from pdctl.errors import CheckFailed
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
+from pdctl.cli.console import console, err_console, write_json
 from pdctl.cli.options import FiniteFloatRange, json_option, run_dir_option
-from pdctl.cli.render import console, err_console, write_json
 
 
 def _out(json_path: str | None):
@@ -76,9 +76,9 @@ def launch(
     Under Slurm the job does both on the nodes it was given."""
     from pdctl.errors import UserError
     from pdctl.launch.gate import gate
-    from pdctl.launch.state import write_plan
     from pdctl.render.deployment import render
     from pdctl.runs import default_run_dir
+    from pdctl.runs.state import write_plan
     from pdctl.topology import load_topology
 
     out = _out(json_path)
@@ -162,8 +162,8 @@ def _preflight_seen(report: Any, out: Any) -> None:
 def _slurm_script(topo: Any, plan: Any, path: Path, timeout: float, skip_compat: bool, skip_preflight: bool,
                   out: Any) -> None:
     """Write plan.json and the sbatch script, and print the script (submit it with --submit, or sbatch)."""
-    from pdctl.launch.state import write_plan
     from pdctl.launch.submit import write_script
+    from pdctl.runs.state import write_plan
 
     write_plan(path, plan)
     script = write_script(topo, path, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)

@@ -48,7 +48,7 @@ def run_live(
     """The one sequence of the long commands (parity, bench serve): RUN under live bars (on stderr when the
     JSON goes to stdout), the rendered result, its HTML report when asked, then its JSON document; returns the
     result for the command's verdict."""
-    from pdctl.cli.render import console, err_console, write_json
+    from pdctl.cli.console import console, err_console, write_json
 
     out = err_console if json_path == "-" else console
     progress = make_progress(out)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from pdctl.cli.console import console, write_json
 from pdctl.cli.options import json_option
-from pdctl.cli.render import console, write_json
 
 
 @click.group("reference")

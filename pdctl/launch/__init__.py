@@ -13,7 +13,7 @@ _EXPORTS = {
     "launch_topology": "pdctl.launch.supervisor",
     "teardown": "pdctl.launch.shutdown",
     "render": "pdctl.render.deployment",
-    "status": "pdctl.launch.runstatus",
+    "status": "pdctl.launch.status",
     "LaunchPlan": "pdctl.render.spec",
     "ProcessSpec": "pdctl.render.spec",
 }

@@ -8,8 +8,8 @@ from typing import Any
 
 from pdctl.errors import UserError
 from pdctl.executors import executor_for
-from pdctl.launch.state import all_records
 from pdctl.runs import read_state
+from pdctl.runs.state import all_records
 
 ROLES = ("prefill", "decode", "colocated", "router")
 

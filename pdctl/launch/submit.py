@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 from pdctl.errors import CheckFailed, UserError
 from pdctl.executors import slurm_jobs as jobs
 from pdctl.launch.health import router_ready
-from pdctl.launch.state import TOPOLOGY_COPY, current_state, make_run_dir
 from pdctl.launch.supervisor import Launch, Progress, _quiet
 from pdctl.render.sbatch import SCRIPT_NAME, render_sbatch
 from pdctl.runs import remember_latest
+from pdctl.runs.state import TOPOLOGY_COPY, current_state, make_run_dir
 
 if TYPE_CHECKING:
     from pdctl.render.spec import LaunchPlan

@@ -22,10 +22,10 @@ from pdctl.executors import executor_for
 from pdctl.launch.gate import check_compat, gate, require_local_nodes, require_runnable_here
 from pdctl.launch.health import router_ready, worker_health
 from pdctl.launch.shutdown import stop_records
-from pdctl.launch.state import RunState, all_records, new_record, write_plan
 from pdctl.render.deployment import render
 from pdctl.render.spec import LaunchPlan, ProcessSpec
 from pdctl.runs import STATE_FILE, default_run_dir, read_state, remember_latest
+from pdctl.runs.state import RunState, all_records, new_record, write_plan
 
 if TYPE_CHECKING:
     from pdctl.topology import Topology

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pdctl.launch.state import TOPOLOGY_COPY
 from pdctl.render.slurm import job_options, slurm_target
+from pdctl.runs.state import TOPOLOGY_COPY
 from pdctl.topology.placement import machine_key
 
 if TYPE_CHECKING:

@@ -183,7 +183,7 @@ def test_ssh_remote_command_carries_injection_text_literally() -> None:
 
 
 def test_print_error_keeps_log_lines_whole_and_escapes_the_message() -> None:
-    from pdctl.cli.render import err_console, print_error
+    from pdctl.cli.console import err_console, print_error
 
     long_line = "x" * 150 + " [bold]not markup[/bold] " + "y" * 50
     with err_console.capture() as capture:

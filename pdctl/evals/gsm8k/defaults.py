@@ -22,7 +22,7 @@ BUILTIN: dict[str, Any] = {
     "floor": None,
 }
 # launch keeps the topology it launched as <run_dir>/topology.yaml and records the original's path in
-# state.json as topology_path (pdctl.launch.state.record_topology).
+# state.json as topology_path (pdctl.runs.state.record_topology).
 _TOPOLOGY_COPY = "topology.yaml"
 
 

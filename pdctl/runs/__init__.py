@@ -65,7 +65,7 @@ def read_state(run_dir: str | Path | None) -> dict[str, Any]:
     return state
 
 
-# Keys every started process record has (pdctl.launch.state.new_record), and their types.
+# Keys every started process record has (pdctl.runs.state.new_record), and their types.
 _RECORD_KEYS: dict[str, type | tuple[type, ...]] = {"name": str, "role": str, "replica": int, "node": str}
 
 

@@ -11,11 +11,11 @@ from typing import Any
 
 from pdctl.executors import executor_for
 from pdctl.launch.health import router_check, router_workers, worker_health
-from pdctl.launch.state import started
 from pdctl.launch.transfer_path import transfer_path
 from pdctl.metrics.targets import router_target, worker_targets
 from pdctl.metrics.watch import Watch
 from pdctl.runs import PLAN_FILE, read_state, resolve_run_dir
+from pdctl.runs.state import started
 
 
 def _process_status(record: dict[str, Any], *, probe_health: bool = True) -> dict[str, Any]:
