@@ -1,4 +1,4 @@
-"""`pdctl eval gsm8k`: options and rendering only; the work is in pdctl.evals.gsm8k.session."""
+"""`pdctl eval gsm8k`: options and rendering only; the work is in pdctl.evals.session."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def eval_group() -> None:
 @json_option("the verdict")
 def gsm8k(json_path: str | None, max_errors: int, **options: Any) -> None:
     """GSM8K accuracy with SGLang's few_shot_gsm8k method (plus lm-eval strict/flexible scores)."""
-    from pdctl.evals.gsm8k.session import EvalOptions, execute, prepare
+    from pdctl.evals.session import EvalOptions, execute, prepare
 
     out = err_console if json_path == "-" else console
     prep = prepare(EvalOptions(**options, max_errors=None if max_errors < 0 else max_errors))

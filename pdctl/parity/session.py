@@ -16,16 +16,16 @@ from typing import Any
 
 from pdctl.errors import UserError
 from pdctl.parity import client
-from pdctl.parity.endpoints import (
+from pdctl.parity.prompts import Prompt, SuiteFacts, default_suite, facts_from_info, load_prompts_file
+from pdctl.parity.results import ParityResult
+from pdctl.parity.runner import ParityOptions, Progress, ProgressUpdate, run_parity
+from pdctl.target import (
     Target,
     discover_workers,
     launched_reference,
     target_from_run_dir,
     target_from_url,
 )
-from pdctl.parity.prompts import Prompt, SuiteFacts, default_suite, facts_from_info, load_prompts_file
-from pdctl.parity.results import ParityResult
-from pdctl.parity.runner import ParityOptions, Progress, ProgressUpdate, run_parity
 
 
 @dataclass

@@ -162,7 +162,7 @@ def test_unmeasurable_delta_is_null_in_json() -> None:
 
 
 def test_targets_know_what_to_flush_for_cold_and_warm() -> None:
-    from pdctl.parity.endpoints import target_from_state, target_from_url
+    from pdctl.target import target_from_state, target_from_url
 
     state = {"processes": [{"role": "prefill", "url": "http://p:1/"}, {"role": "decode", "url": "http://d:2"}],
              "router": {"url": "http://r:3"}}
@@ -180,7 +180,7 @@ def test_targets_know_what_to_flush_for_cold_and_warm() -> None:
 
 
 def test_pd_router_workers_are_discovered() -> None:
-    from pdctl.parity.endpoints import discover_workers
+    from pdctl.target import discover_workers
 
     doc = {"workers": [  # the shape sglang-router's GET /workers answers (trimmed)
         {"url": "http://127.0.0.1:34781", "worker_type": "decode", "is_healthy": True},
@@ -236,7 +236,7 @@ def test_prefill_differs_explains_only_what_a_passing_cold_comparison_vouches_fo
 def test_runner_vouches_only_with_passing_cold_comparisons(monkeypatch) -> None:
     """The run's verdict end to end over a fake transport: a candidate whose prefill differs fails --warm alone."""
     from pdctl.parity import runner
-    from pdctl.parity.endpoints import Target
+    from pdctl.target import Target
 
     good = _meta([(-0.5, 7)])
     bad = _meta([(-0.9, 7)], inp=[None, -2.0, -2.0])  # prefill logits differ, beyond tolerance

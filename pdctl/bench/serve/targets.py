@@ -2,7 +2,7 @@
 
 A deployment is a URL (usually the router) given directly, a `pdctl launch` run dir (its router, and the
 launched topology for GPUs and `bench:` defaults), or — for the control — a topology launched for the run and
-torn down afterwards, exactly as `pdctl parity --reference-topology` does (pdctl.parity.endpoints).
+torn down afterwards, exactly as `pdctl parity --reference-topology` does (pdctl.target).
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def from_url(label: str, url: str, gpus: int | None) -> Deployment:
 
 def from_run_dir(run_dir: str | None, gpus: int | None) -> Deployment:
     """The router of a `pdctl launch` run (the latest when RUN_DIR is None), with its launched topology."""
-    from pdctl.parity.endpoints import target_from_run_dir
     from pdctl.runs import resolve_run_dir
+    from pdctl.target import target_from_run_dir
 
     path = resolve_run_dir(run_dir)
     target = target_from_run_dir(path)
@@ -95,7 +95,7 @@ def with_topology(side: Deployment, topology_file: str, gpus: int | None) -> Dep
 @contextlib.contextmanager
 def launched_control(topology_file: str, *, timeout: float, gpus: int | None) -> Iterator[Deployment]:
     """The control topology launched for the block (pdctl.launch), torn down afterwards whatever happens."""
-    from pdctl.parity.endpoints import launched_reference
+    from pdctl.target import launched_reference
     from pdctl.topology import load_topology
 
     if not Path(topology_file).is_file():

@@ -11,8 +11,8 @@ import pytest
 
 from pdctl.errors import UserError
 from pdctl.evals.gsm8k.defaults import BUILTIN, eval_defaults
-from pdctl.evals.gsm8k.results import ResultsWriter, read_records, resumable
-from pdctl.evals.gsm8k.summary import summarize
+from pdctl.evals.results import ResultsWriter, read_records, resumable
+from pdctl.evals.summary import summarize
 from tests.support.net import free_port
 from tests.support.paths import REPO as ROOT
 

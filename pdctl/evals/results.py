@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from pdctl.errors import UserError
-from pdctl.evals.gsm8k.client import Completion
+from pdctl.evals.client import Completion
 from pdctl.evals.gsm8k.data import Item
 from pdctl.evals.gsm8k.scoring import score
 

@@ -14,13 +14,13 @@ from typing import Any
 
 from pdctl import runs
 from pdctl.errors import UserError
-from pdctl.evals.gsm8k.client import API_PATHS, RequestConfig, check_reachable, discover_model
+from pdctl.evals.client import API_PATHS, RequestConfig, check_reachable, discover_model
 from pdctl.evals.gsm8k.data import EvalData, load_eval_data
 from pdctl.evals.gsm8k.defaults import eval_defaults
 from pdctl.evals.gsm8k.prompt import build_prompt, few_shot_prefix
-from pdctl.evals.gsm8k.results import ResultsWriter, request_key, resumable
-from pdctl.evals.gsm8k.runner import Job, RunOutcome, run_jobs
-from pdctl.evals.gsm8k.summary import summarize
+from pdctl.evals.results import ResultsWriter, request_key, resumable
+from pdctl.evals.runner import Job, RunOutcome, run_jobs
+from pdctl.evals.summary import summarize
 
 
 @dataclass

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from pdctl.evals.gsm8k.client import Completion, RequestConfig, RequestFailed, complete
+from pdctl.evals.client import Completion, RequestConfig, RequestFailed, complete
 from pdctl.evals.gsm8k.data import Item
-from pdctl.evals.gsm8k.results import ResultsWriter, make_record
+from pdctl.evals.results import ResultsWriter, make_record
 
 
 @dataclass
