@@ -1,4 +1,4 @@
-"""`pdctl bench-transfer TOPOLOGY`: one request's KV moved between real ranks (options and rendering only).
+"""`pdctl bench-transfer TOPOLOGY`: one request's KV moved between real ranks (options and printing only).
 
 The work lives in pdctl.bench.transfer.run (imported when the command runs: it needs numpy and the backends).
 """
@@ -14,7 +14,7 @@ from pdctl.cli.options import json_option
 from pdctl.errors import CheckFailed
 
 
-def render_result(doc: dict[str, Any], note: str, out: Any) -> None:
+def print_result(doc: dict[str, Any], note: str, out: Any) -> None:
     """The human view of a bench-transfer document (also used by benchmarks/bench_transfer.py)."""
     from rich.table import Table
 
@@ -81,7 +81,7 @@ def bench_transfer(
     out = err_console if json_path == "-" else console
     with out.status(f"moving {tokens} tokens of KV over {cfg.backend} ..."):
         doc = run_bench(cfg)
-    render_result(doc, heads_note(cfg), out)
+    print_result(doc, heads_note(cfg), out)
     write_json(json_path, doc)
     if not doc["ok"]:
         raise CheckFailed("KV bytes on the decode side differ from the prefill's: the transfer is wrong")

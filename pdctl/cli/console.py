@@ -1,4 +1,4 @@
-"""Shared rendering helpers for the CLI: the console, errors, and writing `--json` documents."""
+"""Shared printing helpers for the CLI: the console, errors, and writing `--json` documents."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`pdctl eval gsm8k`: options and rendering only; the work is in pdctl.evals.session."""
+"""`pdctl eval gsm8k`: options and printing only; the work is in pdctl.evals.session."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`pdctl reference init-checkpoint DIR [--seed S]` and `pdctl reference serve ...` (parse + render only)."""
+"""`pdctl reference init-checkpoint DIR [--seed S]` and `pdctl reference serve ...` (parse + print only)."""
 
 from __future__ import annotations
 

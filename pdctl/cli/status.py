@@ -1,4 +1,4 @@
-"""`pdctl status [--watch]`: option parsing and rendering only (health and figures: pdctl.launch.status,
+"""`pdctl status [--watch]`: option parsing and printing only (health and figures: pdctl.launch.status,
 the metrics maths: pdctl.metrics)."""
 
 from __future__ import annotations

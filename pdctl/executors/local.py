@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pdctl.executors import CommandResult, Wrap, wrapped
+from pdctl.executors.base import CommandResult, Wrap, wrapped
 from pdctl.executors.logtail import tail_lines
 from pdctl.render.spec import ProcessSpec
 

@@ -24,7 +24,7 @@ from pdctl.render.sbatch import OWN_JOB_ENV
 from pdctl.render.spec import ProcessSpec
 
 if TYPE_CHECKING:
-    from pdctl.executors import Wrap
+    from pdctl.executors.base import Wrap
     from pdctl.topology import Node, Topology
 
 CANCEL_WAIT_S = 30.0  # after scancel: slurmd signals, waits KillWait, then kills the steps

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pdctl.errors import CheckFailed
-from pdctl.executors import CommandResult, Wrap, wrapped
+from pdctl.executors.base import CommandResult, Wrap, wrapped
 from pdctl.executors.local import popen_piped, run_captured
 from pdctl.render.spec import ProcessSpec
 

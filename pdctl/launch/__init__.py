@@ -1,7 +1,8 @@
-"""pdctl launch: render a topology into commands, start them (local, ssh, slurm), supervise, tear down.
+"""pdctl launch: one path from a topology to running processes (deploy), the verdicts it passes (gate), starting
+and supervising them (supervisor), and a run's status, logs and teardown.
 
-Python API (used by parity and tests): `launch_topology(topo, run_dir=None, *, timeout=..., skip_compat=False,
-detach=True) -> state dict`, `teardown(run_dir)`, `render(topo) -> LaunchPlan`, `status(run_dir)`.
+Python API (used by parity, bench serve and tests): `launch_topology(topo, run_dir=None, *, timeout=...,
+skip_compat=False, detach=True) -> state dict`, `teardown(run_dir)`, `status(run_dir)`.
 Attributes load lazily so that importing pdctl.launch stays cheap.
 """
 
@@ -10,12 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 _EXPORTS = {
-    "launch_topology": "pdctl.launch.supervisor",
+    "launch_topology": "pdctl.launch.deploy",
     "teardown": "pdctl.launch.shutdown",
-    "render": "pdctl.render.deployment",
     "status": "pdctl.launch.status",
-    "LaunchPlan": "pdctl.render.spec",
-    "ProcessSpec": "pdctl.render.spec",
 }
 
 
@@ -27,4 +25,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-__all__ = ["LaunchPlan", "ProcessSpec", "launch_topology", "render", "status", "teardown"]
+__all__ = ["launch_topology", "status", "teardown"]

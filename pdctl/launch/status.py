@@ -14,7 +14,7 @@ from pdctl.launch.health import router_check, router_workers, worker_health
 from pdctl.launch.transfer_path import transfer_path
 from pdctl.metrics.targets import router_target, worker_targets
 from pdctl.metrics.watch import Watch
-from pdctl.runs import PLAN_FILE, read_state, resolve_run_dir
+from pdctl.runs import DEPLOYMENT_FILE, read_state, resolve_run_dir
 from pdctl.runs.state import started
 
 
@@ -111,7 +111,7 @@ def live(run_dir: Path, state: dict[str, Any], watch: Watch) -> dict[str, Any]:
 def _plan(run_dir: Path) -> dict[str, Any] | None:
     """plan.json of the run, or None when it is missing or unreadable (metrics are then best effort)."""
     try:
-        doc = json.loads((run_dir / PLAN_FILE).read_text(encoding="utf-8"))
+        doc = json.loads((run_dir / DEPLOYMENT_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None

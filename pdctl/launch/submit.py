@@ -1,8 +1,8 @@
 """`pdctl launch --submit`: write the sbatch script, sbatch it, and follow the job from outside until the
 deployment it launches is ready.
 
-The job runs `pdctl launch --in-allocation` (pdctl.render.sbatch), which writes the run dir's
-state.json as any launch does; this side relays the job's output (so preflight's lines and any error appear
+The job runs `pdctl launch --in-allocation` (pdctl.launch.deploy; its script: pdctl.render.sbatch), which
+writes the run dir's state.json as any launch does; this side relays the job's output (so preflight's lines and any error appear
 here as they happen), waits while the job is queued (the `--timeout` clock starts when it runs), and once
 the job's launch says `running`, checks from here that the router routes to every worker. If the job ends, its
 launch fails, the timeout passes or the user presses Ctrl-C, the job is cancelled and the error carries the
@@ -12,6 +12,7 @@ tail of the job's output.
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,11 +27,23 @@ from pdctl.runs import remember_latest
 from pdctl.runs.state import TOPOLOGY_COPY, current_state, make_run_dir
 
 if TYPE_CHECKING:
-    from pdctl.render.spec import LaunchPlan
+    from pdctl.render.spec import Deployment
     from pdctl.topology import Topology
 
 POLL_S = 1.0
 OUTPUT_TAIL_LINES = 40
+
+
+def pdctl_command(run_dir: Path, *, timeout: float, skip_compat: bool, skip_preflight: bool) -> list[str]:
+    """The launch the job runs: this interpreter's pdctl on the run dir's copy of the topology."""
+    run_dir = run_dir.resolve()
+    argv = [sys.executable, "-m", "pdctl", "launch", str(run_dir / TOPOLOGY_COPY), "--in-allocation",
+            "--run-dir", str(run_dir), "--timeout", f"{timeout:g}"]
+    if skip_compat:
+        argv.append("--skip-compat")
+    if skip_preflight:
+        argv.append("--skip-preflight")
+    return argv
 
 
 def write_script(topo: Topology, run_dir: Path, *, timeout: float, skip_compat: bool = False,
@@ -43,8 +56,8 @@ def write_script(topo: Topology, run_dir: Path, *, timeout: float, skip_compat: 
     if topo.source_path.resolve() != copy.resolve():
         shutil.copyfile(topo.source_path, copy)
     script = run_dir / SCRIPT_NAME
-    script.write_text(render_sbatch(topo, run_dir, timeout=timeout, skip_compat=skip_compat,
-                                    skip_preflight=skip_preflight), encoding="utf-8")
+    command = pdctl_command(run_dir, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)
+    script.write_text(render_sbatch(topo, run_dir, command), encoding="utf-8")
     return script
 
 
@@ -78,8 +91,7 @@ class JobOutput:
 
 
 def submit_topology(
-    topo: Topology,
-    plan: LaunchPlan,
+    deployment: Deployment,
     run_dir: Path,
     *,
     timeout: float,
@@ -89,11 +101,13 @@ def submit_topology(
     progress: Progress | None = None,
     say: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """sbatch TOPO's job (PLAN is what a dry run shows: written to plan.json until the job writes its own);
-    with WAIT, follow it until its deployment is ready (SAY gets each line the job prints) and return the
-    state document; on any failure the job is cancelled and CheckFailed carries its output's tail."""
+    """sbatch the job of DEPLOYMENT's topology (DEPLOYMENT is what a dry run shows: written to plan.json until
+    the job writes its own); with WAIT, follow it until its deployment is ready (SAY gets each line the job
+    prints) and return the state document; on any failure the job is cancelled and CheckFailed carries its
+    output's tail."""
     progress = progress or _quiet
-    launch = Launch.begin(plan, run_dir, progress, topo.source_path)
+    topo = deployment.topo
+    launch = Launch.begin(deployment, run_dir, progress, topo.source_path)
     script = write_script(topo, run_dir, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)
     job_id = jobs.submit(script)
     launch.state.doc.update({"executor": "slurm", "job_id": job_id, "job_owned": True, "script": str(script)})
@@ -155,19 +169,3 @@ def _follow(job_id: str, run_dir: Path, timeout: float, output: JobOutput, progr
         time.sleep(POLL_S)
     progress(name, "healthy", f"{time.monotonic() - started:.0f}s")
     return current_state(run_dir)
-
-
-def launch_in_allocation(topo: Topology, run_dir: Path | None = None, **launch: Any) -> dict[str, Any]:
-    """`pdctl launch --in-allocation`: bind TOPO's nodes to the allocation this process runs in, then launch as
-    any launch does, with srun steps (LAUNCH: launch_topology's options)."""
-    import os
-
-    from pdctl.executors.slurm_allocation import bind_allocation, require_allocation
-    from pdctl.launch.supervisor import launch_topology
-    from pdctl.render.sbatch import OWN_JOB_ENV
-
-    job_id = require_allocation()
-    bound = bind_allocation(topo)
-    state = {"executor": "slurm", "job_id": job_id, "job_owned": os.environ.get(OWN_JOB_ENV) == "1",
-             "nodes": {n.name: {"host": n.host, "advertise": n.address} for n in bound.nodes}}
-    return launch_topology(bound, run_dir, slurm=True, state=state, **launch)

@@ -19,16 +19,15 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from pdctl.executors import node_executor
-from pdctl.preflight.gather import engine_python
 from pdctl.preflight.parsers.iproute import parse_ip_route_get
 from pdctl.preflight.parsers.mooncake_log import parse_mooncake_log
 from pdctl.preflight.parsers.ucx_proto import write_path
 from pdctl.preflight.report import TransferResult
-from pdctl.render.transfer import UCX_PATH_ENV, transfer_env
-from pdctl.topology.placement import place
+from pdctl.render.transfer import UCX_PATH_ENV
 
 if TYPE_CHECKING:
     from pdctl.preflight.context import Context
+    from pdctl.render.spec import Deployment
     from pdctl.topology import Topology
 
 # UCX prints its protocol tables to stderr (unbuffered: they arrive even if the process is killed).
@@ -39,9 +38,9 @@ MIN_SHARE_OF_LINK = 0.1
 NVLINK_GBPS = 100.0  # a conservative per-pair floor for multi-node NVLink (GB200/GB300 NVL72: ~900 GB/s per GPU)
 
 
-def node_pairs(topo: Topology) -> list[tuple[str, str]]:
+def node_pairs(deployment: Deployment) -> list[tuple[str, str]]:
     """(prefill node, decode node) of every prefill replica's head node x decode replica's head node."""
-    placements = place(topo)
+    placements = deployment.placements
     prefill = list(dict.fromkeys(p.slots[0].node for p in placements if p.role == "prefill"))
     decode = list(dict.fromkeys(p.slots[0].node for p in placements if p.role == "decode"))
     return [(p, d) for p in prefill for d in decode]
@@ -131,18 +130,20 @@ def bench_config(topo: Topology, tokens: int, source: str, target: str) -> Any:
                    timeout=BENCH_TIMEOUT_S)
 
 
-def run_pair(ctx: Context, source: str, target: str, *, tokens: int, nvlink: bool,
-             slurm: bool = False) -> TransferResult:
-    """The transfer test for one (prefill node, decode node) pair."""
-    topo = ctx.topo
-    env = {**topo.engine.env, **transfer_env(topo, nvlink, "prefill"), **PATH_ENV}
+def run_pair(ctx: Context, deployment: Deployment, source: str, target: str, *, tokens: int) -> TransferResult:
+    """The transfer test for one (prefill node, decode node) pair, with the environment DEPLOYMENT gives its
+    prefill servers' transfer path (NVLink decided), on the interpreters its servers run with."""
+    topo = deployment.topo
+    nvlink = deployment.nvlink
+    env = {**topo.engine.env, **deployment.transfer_env.get("prefill", {}), **PATH_ENV}
     cfg = bench_config(topo, tokens, source, target)
     src_node, dst_node = topo.node(source), topo.node(target)
+    python = deployment.pythons
     base = TransferResult(source, target, topo.transfer.backend, "unknown", None, 0.0, 0.0, False)
-    peer = node_executor(dst_node, slurm=slurm, topo=ctx.topo).popen(
-        [engine_python(topo, dst_node), "-m", "pdctl.bench.transfer.peer"], env=env)
-    driver = node_executor(src_node, slurm=slurm, topo=ctx.topo).popen(
-        [engine_python(topo, src_node), "-m", "pdctl.bench.transfer.remote"], env=env)
+    peer = node_executor(dst_node, kind=deployment.executor, topo=topo).popen(
+        [python[target], "-m", "pdctl.bench.transfer.peer"], env=env)
+    driver = node_executor(src_node, kind=deployment.executor, topo=topo).popen(
+        [python[source], "-m", "pdctl.bench.transfer.remote"], env=env)
     relay = Relay(driver, peer)
     try:
         relay._write(driver, json.dumps(asdict(cfg)))
@@ -152,7 +153,7 @@ def run_pair(ctx: Context, source: str, target: str, *, tokens: int, nvlink: boo
     if doc is None or "error" in doc:
         why = (doc or {}).get("error") or "the prefill side ended without a result"
         if "No module named 'pdctl'" in relay.text("driver") + relay.text("peer"):
-            why = (f"pdctl is not importable by {engine_python(topo, src_node)} on the nodes: the transfer test runs "
+            why = (f"pdctl is not importable by {python[source]} on the nodes: the transfer test runs "
                    "bench-transfer there (install pdctl in the engine's environment, or --skip-transfer)")
         tails = "; ".join(f"{k}: {relay.text(k).strip()[-400:]}" for k in ("driver", "peer") if relay.text(k).strip())
         return replace(base, error=f"{why}" + (f" ({tails})" if tails else ""))

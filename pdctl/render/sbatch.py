@@ -11,12 +11,10 @@ is a pure function of the topology, the run dir and the options: two renders are
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pdctl.render.slurm import job_options, slurm_target
-from pdctl.runs.state import TOPOLOGY_COPY
 from pdctl.topology.placement import machine_key
 
 if TYPE_CHECKING:
@@ -59,23 +57,12 @@ def directives(topo: Topology, run_dir: Path) -> list[str]:
     return [_directive(o) for o in options]
 
 
-def pdctl_command(run_dir: Path, *, timeout: float, skip_compat: bool, skip_preflight: bool) -> list[str]:
-    """The launch the job runs: this interpreter's pdctl on the run dir's copy of the topology."""
-    argv = [sys.executable, "-m", "pdctl", "launch", str(run_dir / TOPOLOGY_COPY), "--in-allocation",
-            "--run-dir", str(run_dir), "--timeout", f"{timeout:g}"]
-    if skip_compat:
-        argv.append("--skip-compat")
-    if skip_preflight:
-        argv.append("--skip-preflight")
-    return argv
-
-
-def render_sbatch(topo: Topology, run_dir: Path, *, timeout: float = 600, skip_compat: bool = False,
-                  skip_preflight: bool = False) -> str:
-    """The whole script (RUN_DIR absolute: the job reads and writes it, so it must be on a shared filesystem,
-    as must the interpreter running pdctl)."""
+def render_sbatch(topo: Topology, run_dir: Path, command: list[str]) -> str:
+    """The whole script: its #SBATCH lines, then COMMAND, the job's one command (`pdctl launch
+    --in-allocation` on the run dir's copy of the topology: pdctl.launch.submit.pdctl_command). RUN_DIR is
+    made absolute: the job reads and writes it, so it must be on a shared filesystem, as must the interpreter
+    running pdctl."""
     run_dir = run_dir.resolve()
-    command = pdctl_command(run_dir, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)
     lines = [
         "#!/bin/bash",
         *directives(topo, run_dir),

@@ -1,7 +1,9 @@
-"""The launch plan: every process of a deployment as data (argv + env per node), before anything runs.
+"""The deployment object: every process of a topology as data (argv, env, wrapper, executor, node, ports,
+addresses), rendered once per launch before anything runs.
 
 Rendering (pure) is separated from executing (side effects) so that `pdctl launch --dry-run`, the slurm
-script and the real launch all start exactly the same commands, and tests can check commands without
+script and the real launch all start exactly the same commands, check-compat parses exactly those commands,
+preflight probes the nodes with exactly their interpreters and model path, and tests check commands without
 starting them.
 """
 
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pdctl.topology import Node, Topology
+    from pdctl.topology.placement import ReplicaPlacement
 
 _DEFAULT_PYTHONS = {"python", "python3"}
 
@@ -43,7 +46,9 @@ class ProcessSpec:
     # what runs the command on its node: `docker run ... IMAGE` (engine.container on local/ssh nodes) or an
     # `srun ...` step (Slurm, with pyxis and setup lines); empty = the command as it is
     wrap: list[str] = field(default_factory=list)
-    executor: str | None = None  # "srun": a Slurm step started from here; None: ssh if `ssh`, else local
+    # which executor starts and controls it (pdctl.executors): "local", "ssh" (a node with ssh:), "srun" (a
+    # Slurm step started from here); set when the executor kind wraps the process (pdctl.render.kinds)
+    executor: str = "local"
     container: str | None = None  # the docker container's name (removed by `pdctl down` if it outlives docker)
     metrics_url: str | None = None  # Prometheus endpoint (the router's)
 
@@ -66,16 +71,35 @@ class ProcessSpec:
 
 
 @dataclass(frozen=True)
-class LaunchPlan:
-    """All processes of a deployment: workers (prefill first, then decode; or the colocated servers) and the
-    router."""
+class Deployment:
+    """All processes of a topology as they will run: workers (prefill first, then decode; or the colocated
+    servers) and the router, with what the verdicts read besides the commands (placement, the model path and
+    interpreters the processes are given, the KV transfer path's environment). Rendered once per launch
+    (pdctl.render.deployment.render); check-compat and preflight read it and never render or place again."""
 
-    topology: str
-    engine: str
+    topo: Topology  # the topology rendered (engine.version filled in when the nodes were asked)
+    executor: str  # the executor kind that starts it (pdctl.render.kinds): local (and ssh: nodes) | slurm
+    placements: list[ReplicaPlacement]
     workers: list[ProcessSpec]
     router: ProcessSpec
-    router_url: str
+    model_path: str  # what --model-path says (absolute for a local directory)
+    pythons: dict[str, str]  # node -> the interpreter its servers run with (preflight probes with it)
+    transfer_env: dict[str, dict[str, str]]  # role -> the environment the KV transfer path adds
+    nvlink: bool = False  # Mooncake over multi-node NVLink (transfer.nvlink, decided with preflight's facts)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def topology(self) -> str:
+        """The topology's name (plan.json, state.json)."""
+        return self.topo.name
+
+    @property
+    def engine(self) -> str:
+        return self.topo.engine.kind
+
+    @property
+    def router_url(self) -> str:
+        return self.router.url or ""
 
     def processes(self) -> list[ProcessSpec]:
         """Workers then the router: the start order."""
@@ -93,6 +117,7 @@ class LaunchPlan:
         return {
             "topology": self.topology,
             "engine": self.engine,
+            "executor": self.executor,
             "router_url": self.router_url,
             "nodes": {node: [p.name for p in procs] for node, procs in self.by_node().items()},
             "processes": [p.to_json() for p in self.workers],
@@ -115,6 +140,12 @@ def node_python(topo: Topology, node: Node) -> str:
     if node.ssh is None and topo.engine.container is None and topo.engine.python in _DEFAULT_PYTHONS:
         return sys.executable
     return topo.engine.python
+
+
+def engine_python(topo: Topology, node: Node) -> str:
+    """The interpreter NODE's servers run with: pdctl's own (node_python) for the reference engine,
+    engine.python for SGLang."""
+    return node_python(topo, node) if topo.engine.kind == "reference" else topo.engine.python
 
 
 def node_ssh(node: Node) -> dict[str, Any] | None:

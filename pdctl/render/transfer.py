@@ -12,19 +12,23 @@ NVLink between nodes instead of the NIC. Only Mooncake can do that for SGLang's 
 pool from NVLink-exportable memory with SGLANG_MOONCAKE_CUSTOM_MEM_POOL=NVLINK and Mooncake's transport must
 be forced onto MNNVL (MC_FORCE_MNNVL=True; release wheels build it for arm64 only). NIXL/UCX uses NVLink
 across nodes only for fabric-handle memory, which SGLang's KV pool does not allocate, so nothing is rendered
-for NIXL. `auto` needs facts from the nodes: preflight decides it (pdctl.preflight.checks_gpu).
+for NIXL. `auto` needs facts from the nodes: the deployment is rendered without NVLink, and with_nvlink
+adjusts its environment once preflight has found the nodes' NVLink domain (pdctl.preflight.checks.gpu).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pdctl.render.spec import Deployment
     from pdctl.topology import Topology
 
 # stderr: unbuffered, so the tables reach the log at once (C stdout to a file is block-buffered).
 UCX_PATH_ENV: dict[str, str] = {"UCX_PROTO_INFO": "y", "UCX_LOG_FILE": "stderr"}
 MOONCAKE_MNNVL_ENV: dict[str, str] = {"SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "NVLINK", "MC_FORCE_MNNVL": "True"}
+NVLINK_NOTE = "transfer.nvlink:"  # how the notes of use_nvlink begin
 
 
 def use_nvlink(topo: Topology, shared_domain: bool | None) -> tuple[bool, str | None]:
@@ -55,6 +59,27 @@ def transfer_env(topo: Topology, nvlink: bool, role: str) -> dict[str, str]:
     if topo.transfer.backend == "nixl":
         return dict(UCX_PATH_ENV) if role == "prefill" else {}
     return dict(MOONCAKE_MNNVL_ENV) if nvlink else {}
+
+
+def with_nvlink(deployment: Deployment, shared_domain: bool | None) -> Deployment:
+    """DEPLOYMENT with `transfer.nvlink: auto` decided by preflight's finding SHARED_DOMAIN (every prefill and
+    decode node in one NVLink domain): the MNNVL environment added to (or kept from) its workers and the note
+    that says why, without rendering anything again. None (no finding) leaves it as rendered."""
+    if shared_domain is None:
+        return deployment
+    topo = deployment.topo
+    nvlink, note = use_nvlink(topo, shared_domain)
+    transfer = {role: transfer_env(topo, nvlink, role) for role in deployment.transfer_env}
+    added = {role: {k: v for k, v in env.items() if k not in deployment.transfer_env[role]}
+             for role, env in transfer.items()}
+    dropped = {role: set(deployment.transfer_env[role]) - set(env) for role, env in transfer.items()}
+    user = dict(topo.engine.env)  # engine.env wins over the transfer path, as at render
+    workers = []
+    for w in deployment.workers:
+        env = {k: v for k, v in w.env.items() if k not in dropped[w.role] or k in user}
+        workers.append(replace(w, env={**added[w.role], **env}))
+    notes = [n for n in deployment.notes if not n.startswith(NVLINK_NOTE)] + ([note] if note else [])
+    return replace(deployment, workers=workers, transfer_env=transfer, nvlink=nvlink, notes=notes)
 
 
 def _env_text() -> str:

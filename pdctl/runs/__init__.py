@@ -14,7 +14,7 @@ from pdctl.jsonfiles import read_json_object
 
 PDCTL_HOME = Path(".pdctl")
 STATE_FILE = "state.json"
-PLAN_FILE = "plan.json"
+DEPLOYMENT_FILE = "plan.json"  # the rendered deployment of the run (its commands), named as users know it
 
 
 def default_run_dir(topology_name: str) -> Path:

@@ -1,4 +1,4 @@
-"""The run directory of a launch: plan.json, state.json, logs/<process>.log.
+"""The run directory of a launch: plan.json (the rendered deployment), state.json, logs/<process>.log.
 
 state.json is rewritten after every process start (atomically), so that whatever happens to pdctl, the
 pids and process groups of everything it started are on disk for `pdctl down`.
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from pdctl.errors import UserError
-from pdctl.render.spec import LaunchPlan, ProcessSpec
-from pdctl.runs import PLAN_FILE, STATE_FILE
+from pdctl.render.spec import Deployment, ProcessSpec
+from pdctl.runs import DEPLOYMENT_FILE, STATE_FILE
 
 TOPOLOGY_COPY = "topology.yaml"
 
@@ -32,11 +32,11 @@ def make_run_dir(run_dir: Path) -> None:
         raise UserError(f"cannot create run directory {run_dir}: {exc.strerror or exc}") from None
 
 
-def write_plan(run_dir: Path, plan: LaunchPlan) -> Path:
-    """Write <run_dir>/plan.json (the rendered commands); returns its path."""
+def write_deployment(run_dir: Path, deployment: Deployment) -> Path:
+    """Write <run_dir>/plan.json (the rendered deployment: every command); returns its path."""
     make_run_dir(run_dir)
-    path = run_dir / PLAN_FILE
-    path.write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
+    path = run_dir / DEPLOYMENT_FILE
+    path.write_text(json.dumps(deployment.to_json(), indent=2) + "\n", encoding="utf-8")
     return path
 
 
@@ -63,7 +63,7 @@ def new_record(proc: ProcessSpec, run_dir: Path) -> dict[str, Any]:
         "url": proc.url,
         "health_path": proc.health_path,
         "log": log_path(run_dir, proc),
-        "executor": proc.executor or ("ssh" if proc.ssh is not None else "local"),
+        "executor": proc.executor,
         "ssh": proc.ssh,
         "pid": None,
         "pgid": None,
@@ -75,17 +75,17 @@ def new_record(proc: ProcessSpec, run_dir: Path) -> dict[str, Any]:
 class RunState:
     """The live state of one run, saved to <run_dir>/state.json on every change."""
 
-    def __init__(self, run_dir: Path, plan: LaunchPlan) -> None:
+    def __init__(self, run_dir: Path, deployment: Deployment) -> None:
         self.run_dir = Path(run_dir)
         self.doc: dict[str, Any] = {
-            "topology": plan.topology,
+            "topology": deployment.topology,
             "run_dir": str(self.run_dir.resolve()),
-            "engine": plan.engine,
+            "engine": deployment.engine,
             "status": "starting",
             "launched_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "router_url": plan.router_url,
+            "router_url": deployment.router_url,
             "processes": [],
-            "router": {"url": plan.router_url, "metrics_url": plan.router.metrics_url},
+            "router": {"url": deployment.router_url, "metrics_url": deployment.router.metrics_url},
         }
 
     def record_topology(self, source_path: str | Path | None) -> None:

@@ -48,7 +48,7 @@ def test_node_executor_follows_the_node() -> None:
     assert node_executor(topo.node("a")).kind == "local"
     remote = node_executor(topo.node("b"))
     assert isinstance(remote, SSHExecutor) and remote.host == "node-b" and remote.ssh["port"] == 2222
-    slurm = node_executor(topo.node("b"), slurm=True)
+    slurm = node_executor(topo.node("b"), kind="slurm")
     assert slurm.kind == "slurm" and slurm.node == "node-b"
 
 

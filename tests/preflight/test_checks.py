@@ -12,6 +12,7 @@ from pdctl.preflight.gather import NodeFacts, node_roles
 from pdctl.preflight.report import TransferResult
 from pdctl.preflight.runner import transfer_checks
 from pdctl.render.deployment import render
+from pdctl.render.transfer import with_nvlink
 from tests.support.topo_factory import make
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -29,7 +30,8 @@ def _facts(**over: Any) -> dict[str, Any]:
 
 def _ctx(topo: Any, per_node: dict[str, dict[str, Any]]) -> Context:
     facts = {n.name: NodeFacts(n.name, "ssh", "python3", 0.1, per_node.get(n.name, _facts())) for n in topo.nodes}
-    return Context(topo, None, "no spec in this test", facts, node_roles(topo), "0.1.0")
+    deployment = render(topo)
+    return Context(deployment, None, "no spec in this test", facts, node_roles(deployment), "0.1.0")
 
 
 def _errors(results: list) -> dict[str, list[str]]:
@@ -68,10 +70,10 @@ def test_shared_nvlink_domain_needs_imex_channels() -> None:
     ctx = _ctx(topo, {"p0": _facts(nvidia_smi=smi, imex_channels=["channel0"]), "d0": _facts(nvidia_smi=smi)})
     assert gpu.nvlink_domain(ctx) is True
     assert _errors(gpu.run(ctx)) == {"d0": ["nvlink.imex"]}
-    plan = render(topo, nvlink_domain=True)  # auto + shared domain: Mooncake's MNNVL environment
+    deployment = with_nvlink(render(topo), True)  # auto + shared domain: Mooncake's MNNVL environment
     assert all(w.env.get("MC_FORCE_MNNVL") == "True" and w.env["SGLANG_MOONCAKE_CUSTOM_MEM_POOL"] == "NVLINK"
-               for w in plan.workers)
-    assert not any("MC_FORCE_MNNVL" in w.env for w in render(topo, nvlink_domain=False).workers)
+               for w in deployment.workers)
+    assert not any("MC_FORCE_MNNVL" in w.env for w in with_nvlink(render(topo), False).workers)
 
 
 def test_rdma_devices_named_in_the_topology() -> None:

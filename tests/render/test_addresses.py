@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from pdctl.render.deployment import render
+from pdctl.render.transfer import with_nvlink
 from tests.support.launch_e2e import pdctl
 from tests.support.topo_factory import BASE, make, merge
 
@@ -61,7 +62,29 @@ def test_transfer_nvlink_modes() -> None:
     assert not any("MC_FORCE_MNNVL" in w.env for w in plan.workers)
     assert any("no effect with NIXL" in n for n in plan.notes)
     off, _ = make(transfer={"backend": "mooncake", "nvlink": "off"})
-    assert not any("MC_FORCE_MNNVL" in w.env for w in render(off, nvlink_domain=True).workers)
+    assert not any("MC_FORCE_MNNVL" in w.env for w in with_nvlink(render(off), True).workers)
+
+
+def test_nvlink_auto_is_adjusted_from_preflight_without_rendering_again() -> None:
+    """`transfer.nvlink: auto` renders without NVLink; preflight's finding adjusts that deployment's environment
+    (and note) in place of a second render; a value the user set in engine.env still wins; no finding (None)
+    leaves it as rendered."""
+    auto, _ = make(transfer={"backend": "mooncake"}, engine={"env": {"MC_FORCE_MNNVL": "False"}})
+    rendered = render(auto)
+    assert with_nvlink(rendered, None) is rendered
+    shared = with_nvlink(rendered, True)
+    assert shared.nvlink and all(w.env["SGLANG_MOONCAKE_CUSTOM_MEM_POOL"] == "NVLINK" for w in shared.workers)
+    assert all(w.env["MC_FORCE_MNNVL"] == "False" for w in shared.workers)  # engine.env wins
+    assert any("nodes share an NVLink domain" in n for n in shared.notes)
+    assert not any("auto without preflight" in n for n in shared.notes)
+    assert shared.transfer_env["prefill"]["SGLANG_MOONCAKE_CUSTOM_MEM_POOL"] == "NVLINK"
+    assert [w.argv for w in shared.workers] == [w.argv for w in rendered.workers]
+    apart = with_nvlink(rendered, False)  # preflight found no shared domain: over the NIC, and no stale note
+    assert not apart.nvlink and not any("MC_FORCE_MNNVL" in w.env and w.env["MC_FORCE_MNNVL"] == "True"
+                                        for w in apart.workers)
+    assert not any("auto without preflight" in n for n in apart.notes)
+    back = with_nvlink(shared, False)  # and the MNNVL environment is taken away again
+    assert not any("SGLANG_MOONCAKE_CUSTOM_MEM_POOL" in w.env for w in back.workers)
 
 
 def test_dry_run_says_what_each_process_advertises(tmp_path: Path) -> None:

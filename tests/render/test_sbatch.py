@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pdctl.errors import UserError
+from pdctl.launch.submit import pdctl_command
 from pdctl.render.sbatch import job_nodes, render_sbatch
 from tests.support.launch_samples import sglang_on_slurm
 
@@ -24,9 +25,15 @@ def topology(slurm: dict, hosts: list[str | None]):
     return sglang_on_slurm(hosts, slurm)
 
 
+def script_of(topo, run: Path, *, timeout: float = 600, skip_preflight: bool = False) -> str:
+    """The script of TOPO for RUN with the job's command as `pdctl launch --submit` writes it."""
+    return render_sbatch(topo, run, pdctl_command(run, timeout=timeout, skip_compat=False,
+                                                  skip_preflight=skip_preflight))
+
+
 def test_the_script_line_by_line(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    script = render_sbatch(topology(FULL, [None, None, None]), run, timeout=300, skip_preflight=True)
+    script = script_of(topology(FULL, [None, None, None]), run, timeout=300, skip_preflight=True)
     assert script.splitlines() == [
         "#!/bin/bash",
         "#SBATCH --job-name=gpt-oss-pd",
@@ -68,7 +75,7 @@ def test_the_script_line_by_line(tmp_path: Path) -> None:
 def test_nodes_by_count_and_by_name(hosts: list[str | None], count: int, names: list[str]) -> None:
     topo = topology({"gpus_per_node": 8}, hosts)
     assert job_nodes(topo) == (count, names)
-    script = render_sbatch(topo, Path("/shared/run"))
+    script = script_of(topo, Path("/shared/run"))
     assert f"#SBATCH --nodes={count}" in script.splitlines()
     assert ("#SBATCH --nodelist=" + ",".join(names) in script.splitlines()) == bool(names)
     assert "#SBATCH --gpus-per-node=8" in script.splitlines()
@@ -76,10 +83,10 @@ def test_nodes_by_count_and_by_name(hosts: list[str | None], count: int, names: 
 
 def test_two_renders_are_identical(tmp_path: Path) -> None:
     topo = topology(FULL, [None, "gpu-02", None])
-    assert render_sbatch(topo, tmp_path) == render_sbatch(topology(FULL, [None, "gpu-02", None]), tmp_path)
+    assert script_of(topo, tmp_path) == script_of(topology(FULL, [None, "gpu-02", None]), tmp_path)
 
 
 def test_addresses_as_hosts_are_refused_with_the_fix() -> None:
     with pytest.raises(UserError) as err:
-        render_sbatch(topology({}, ["10.0.0.11", None, None]), Path("/shared/run"))
+        script_of(topology({}, ["10.0.0.11", None, None]), Path("/shared/run"))
     assert "host 10.0.0.11 is an address" in err.value.message and "leave host out" in err.value.message

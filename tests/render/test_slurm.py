@@ -78,7 +78,7 @@ def test_the_setup_script_runs_its_lines_then_the_command_with_its_env() -> None
 
 def test_every_process_of_a_slurm_plan_is_a_step_on_its_node() -> None:
     topo = topology()
-    plan = render(topo, slurm=True)
+    plan = render(topo, executor="slurm")
     for proc in plan.processes():
         assert proc.executor == "srun" and proc.wrap[0] == "srun"
         assert f"--nodelist=<{proc.node}>" in proc.wrap and f"--job-name=pdctl-variant-{proc.name}" in proc.wrap
