@@ -12,15 +12,12 @@ afterwards, whatever happens in between.
 
 from __future__ import annotations
 
-import contextlib
-import shutil
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pdctl.errors import UserError
+from pdctl.runs import read_state, resolve_run_dir
 
 
 @dataclass(frozen=True)
@@ -89,32 +86,4 @@ def target_from_state(state: dict[str, Any], *, where: str = "run") -> Target:
 
 def target_from_run_dir(run_dir: str | Path | None) -> Target:
     """The candidate of a `pdctl launch` run (RUN_DIR, or the latest run when None)."""
-    from pdctl.runs import read_state, resolve_run_dir
-
     return target_from_state(read_state(run_dir), where=f"run {resolve_run_dir(run_dir)}")
-
-
-@contextlib.contextmanager
-def launched_reference(topology_file: str | Path, *, timeout: float = 600.0) -> Iterator[Target]:
-    """Launch the reference deployment of TOPOLOGY_FILE for the duration of the block, then tear it down.
-
-    The launch goes to a temporary run dir and does not touch the user's "latest run" record
-    (remember=False): the reference is not the deployment later `pdctl eval`/`status` calls should find.
-    """
-    try:
-        from pdctl.launch import launch_topology, teardown
-        from pdctl.topology import load_topology
-    except ImportError as exc:  # pragma: no cover - only in a partial build
-        raise UserError(f"--reference-topology needs pdctl.launch, which is not available: {exc}") from exc
-
-    topo = load_topology(topology_file)
-    run_dir = Path(tempfile.mkdtemp(prefix=f"pdctl-parity-ref-{topo.name}-"))
-    try:
-        state = launch_topology(topo, run_dir=run_dir, timeout=timeout, detach=True, remember=False)
-        yield target_from_state(state, where=f"reference topology {topology_file}")
-    finally:
-        try:
-            if (run_dir / "state.json").exists():
-                teardown(run_dir)
-        finally:
-            shutil.rmtree(run_dir, ignore_errors=True)

@@ -74,6 +74,7 @@ def bench_transfer(
     equal) and a packed one (one descriptor per page run, gather/scatter through staging). Every byte is
     verified; throughput is reported against a plain memcpy of the same bytes measured in the same run.
     """
+    # the bench loads numpy (the engine extra): its --help and bad input must work on a CLI-only install
     from pdctl.bench.transfer.run import config_from_topology, heads_note, run_bench
     from pdctl.topology import load_topology
 

@@ -45,7 +45,7 @@ def serve_cmd(args: tuple[str, ...]) -> None:
     from pdctl.extras import PROCESS_NEEDS, require
 
     require(*PROCESS_NEEDS["pdctl.reference"], what="the reference engine")
-    from pdctl.reference.server import main
+    from pdctl.reference.server import main  # torch and fastapi (the engine extra)
 
     code = main(list(args))
     if code:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pdctl.errors import UserError
 from pdctl.executors import slurm_jobs as jobs
 from pdctl.executors.local import LocalExecutor
-from pdctl.render.sbatch import OWN_JOB_ENV
+from pdctl.render.slurm import OWN_JOB_ENV, slurm_target, step_prefix
 from pdctl.render.spec import ProcessSpec
 
 if TYPE_CHECKING:
@@ -32,8 +32,6 @@ CANCEL_WAIT_S = 30.0  # after scancel: slurmd signals, waits KillWait, then kill
 
 def node_step(topo: Topology | None, node: Node, name: str = "pdctl-run") -> Wrap:
     """The srun prefix of a short command on NODE (pdctl.render.slurm), for an executor's run/popen."""
-    from pdctl.render.slurm import slurm_target, step_prefix
-
     def wrap(interactive: bool) -> list[str]:
         if topo is None:
             return ["srun", "--nodes=1", "--ntasks=1", f"--nodelist={slurm_target(node)}", "--quiet"]

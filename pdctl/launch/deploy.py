@@ -31,7 +31,7 @@ from pdctl.preflight.report import PreflightReport
 from pdctl.preflight.runner import DEFAULT_TOKENS, run_preflight
 from pdctl.render.deployment import render
 from pdctl.render.kinds import AUTO, executor_kind
-from pdctl.render.sbatch import OWN_JOB_ENV
+from pdctl.render.slurm import OWN_JOB_ENV
 from pdctl.render.spec import Deployment
 from pdctl.runs import default_run_dir
 from pdctl.runs.state import write_deployment

@@ -15,6 +15,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from pdctl.errors import UserError
+from pdctl.launch.scoped import launched_reference
+from pdctl.models import resolve_model_spec
 from pdctl.parity import client
 from pdctl.parity.prompts import Prompt, SuiteFacts, default_suite, facts_from_info, load_prompts_file
 from pdctl.parity.results import ParityResult
@@ -22,7 +24,6 @@ from pdctl.parity.runner import ParityOptions, Progress, ProgressUpdate, run_par
 from pdctl.target import (
     Target,
     discover_workers,
-    launched_reference,
     target_from_run_dir,
     target_from_url,
 )
@@ -112,8 +113,6 @@ def _model_spec_facts(model: str, *, strict: bool = True) -> dict[str, int | Non
     STRICT=False (a model_path a server reported, which may not exist on this machine) returns {} instead
     of raising when the spec cannot be resolved.
     """
-    from pdctl.models import resolve_model_spec
-
     path = Path(model)
     cfg = SimpleNamespace(path=model, revision=None, config=str(path) if path.is_file() else None, preset=None)
     try:

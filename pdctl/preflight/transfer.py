@@ -18,7 +18,9 @@ import time
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
+from pdctl.bench.transfer.config import config_from_topology
 from pdctl.executors import node_executor
+from pdctl.preflight.parsers.ib_sysfs import parse_ib_sysfs
 from pdctl.preflight.parsers.iproute import parse_ip_route_get
 from pdctl.preflight.parsers.mooncake_log import parse_mooncake_log
 from pdctl.preflight.parsers.ucx_proto import write_path
@@ -123,8 +125,6 @@ class Relay:
 
 def bench_config(topo: Topology, tokens: int, source: str, target: str) -> Any:
     """bench-transfer's config for TOPO's planned request, one round, the two nodes' addresses."""
-    from pdctl.bench.transfer.config import config_from_topology
-
     cfg = config_from_topology(topo, backend=None, tokens=tokens, repeats=1)
     return replace(cfg, prefill_host=topo.node(source).address, decode_host=topo.node(target).address,
                    timeout=BENCH_TIMEOUT_S)
@@ -198,7 +198,6 @@ def expected_gbps(ctx: Context, source: str, target: str, nvlink: bool) -> float
         return NVLINK_GBPS
     if ctx.topo.engine.kind == "reference" or ctx.topo.transfer.protocol != "rdma":
         return None
-    from pdctl.preflight.parsers.ib_sysfs import parse_ib_sysfs
 
     rates = []
     for node in (source, target):

@@ -14,15 +14,13 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pdctl.render.slurm import job_options, slurm_target
+from pdctl.render.slurm import OWN_JOB_ENV, job_options, slurm_target
 from pdctl.topology.placement import machine_key
 
 if TYPE_CHECKING:
     from pdctl.topology import Topology
 
 SCRIPT_NAME = "launch.sbatch"
-# set in the job: the allocation exists for this deployment, so stopping it (pdctl down) cancels the job
-OWN_JOB_ENV = "PDCTL_OWN_JOB"
 
 
 def job_nodes(topo: Topology) -> tuple[int, list[str]]:

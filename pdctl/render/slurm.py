@@ -21,6 +21,9 @@ from pdctl.render.container import pyxis_options
 if TYPE_CHECKING:
     from pdctl.topology import Node, Topology
 
+# set in a job pdctl submitted: the allocation exists for this deployment, so stopping it (pdctl down) cancels
+# the job (pdctl.executors.slurm)
+OWN_JOB_ENV = "PDCTL_OWN_JOB"
 STEP_SCRIPT_NAME = "pdctl-step"  # $0 of the setup script (what `ps` shows)
 
 

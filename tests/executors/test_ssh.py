@@ -13,7 +13,7 @@ import pytest
 from pdctl.errors import CheckFailed
 from pdctl.executors.local import proc_stat
 from pdctl.executors.ssh import SSHExecutor, ssh_argv
-from pdctl.launch import launch_topology
+from pdctl.launch.deploy import launch_topology
 from pdctl.render.spec import ProcessSpec
 from pdctl.topology import load_topology
 from tests.support.launch_samples import local_cpu

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pdctl.errors import CheckFailed
-from pdctl.launch import launch_topology
+from pdctl.launch.deploy import launch_topology
 from pdctl.topology import load_topology
 from tests.support.launch_e2e import generate, pdctl
 from tests.support.launch_samples import local_cpu_reference
@@ -34,7 +34,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
         yield {"tmp": tmp, "run_dir": run_dir, "state": json.loads(done.stdout), "topo": topo}
     finally:
         if (run_dir / "state.json").exists():
-            from pdctl.launch import teardown
+            from pdctl.launch.shutdown import teardown
 
             teardown(run_dir, grace_s=5)
 

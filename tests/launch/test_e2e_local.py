@@ -44,7 +44,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
             launcher.kill()
             launcher.wait(timeout=10)
         if (run_dir / "state.json").exists():
-            from pdctl.launch import teardown
+            from pdctl.launch.shutdown import teardown
 
             teardown(run_dir, grace_s=5)
 

@@ -13,8 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pdctl.bench.serve.tokenizer import write_byte_tokenizer
 from pdctl.errors import UserError
+from pdctl.launch.scoped import launched_reference
 from pdctl.parity import client
+from pdctl.runs import resolve_run_dir
+from pdctl.target import target_from_run_dir
+from pdctl.topology import load_topology
 
 REFERENCE_MODEL_TYPE = "pdctl-reference"
 
@@ -66,17 +71,12 @@ def from_url(label: str, url: str, gpus: int | None) -> Deployment:
 
 def from_run_dir(run_dir: str | None, gpus: int | None) -> Deployment:
     """The router of a `pdctl launch` run (the latest when RUN_DIR is None), with its launched topology."""
-    from pdctl.runs import resolve_run_dir
-    from pdctl.target import target_from_run_dir
-
     path = resolve_run_dir(run_dir)
     target = target_from_run_dir(path)
     client.check_reachable(target.url, f"the router of run {path}")
     topo = None
     copy = path / "topology.yaml"
     if copy.is_file():
-        from pdctl.topology import load_topology
-
         topo = load_topology(copy)
     count = gpus if gpus is not None else (topology_gpus(topo) if topo is not None else discovered_gpus(target.url))
     return Deployment("candidate", target.url, count, str(path), topo)
@@ -84,8 +84,6 @@ def from_run_dir(run_dir: str | None, gpus: int | None) -> Deployment:
 
 def with_topology(side: Deployment, topology_file: str, gpus: int | None) -> Deployment:
     """SIDE with the bench defaults and GPU count of TOPOLOGY_FILE (`--topology` next to `--url`)."""
-    from pdctl.topology import load_topology
-
     if not Path(topology_file).is_file():
         raise UserError(f"--topology {topology_file}: no such file")
     topo = load_topology(topology_file)
@@ -95,9 +93,6 @@ def with_topology(side: Deployment, topology_file: str, gpus: int | None) -> Dep
 @contextlib.contextmanager
 def launched_control(topology_file: str, *, timeout: float, gpus: int | None) -> Iterator[Deployment]:
     """The control topology launched for the block (pdctl.launch), torn down afterwards whatever happens."""
-    from pdctl.target import launched_reference
-    from pdctl.topology import load_topology
-
     if not Path(topology_file).is_file():
         raise UserError(f"--control-topology {topology_file}: no such file")
     topo = load_topology(topology_file)  # bad topology: exit 2 before anything is launched
@@ -113,8 +108,6 @@ def tokenizer_for(url: str, explicit: str | None, work_dir: Path) -> str:
         return explicit
     info = client.get_json(url, "/model_info", "/get_model_info") or {}
     if info.get("model_type") == REFERENCE_MODEL_TYPE:
-        from pdctl.bench.serve.tokenizer import write_byte_tokenizer
-
         return str(write_byte_tokenizer(work_dir / "byte-tokenizer"))
     found = info.get("tokenizer_path") or info.get("model_path")
     if not isinstance(found, str) or not found:

@@ -6,12 +6,34 @@ script can build configs directly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from pdctl.bench.transfer.rankmem import KVShape
 from pdctl.errors import UserError
+from pdctl.models import resolve_model_spec
 from pdctl.plan import dtype_bytes, full_pages, heads_on_rank, prefill_peers, swa_window_pages
+
+
+@dataclass(frozen=True)
+class KVShape:
+    """What one request's KV looks like: layers per pool, heads, bytes per head, pages."""
+
+    full_layers: int
+    swa_layers: int
+    kv_heads: int
+    head_bytes: int  # head_dim * bytes per element
+    page_size: int
+    full_pages: int  # pages of the request in full-attention layers
+    swa_pages: int  # window pages of the request in SWA layers (0 without hybrid SWA memory)
+
+    def pool_layers(self) -> dict[str, int]:
+        """Layers of each pool the request occupies, keyed like `RankMemory.pools()` ("swa" only with window
+        pages), so both bench processes plan the same pools."""
+        return {"full": self.full_layers} | ({"swa": self.swa_layers} if self.swa_layers and self.swa_pages else {})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form, to hand the shape to the peer process."""
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -41,8 +63,6 @@ class BenchConfig:
 
 def config_from_topology(topo: Any, *, backend: str | None, tokens: int, repeats: int = 3) -> BenchConfig:
     """Read the model shape (pdctl.models), attention TPs, page size, KV dtype and SWA pools of a topology."""
-    from pdctl.models import resolve_model_spec
-
     pre, dec = topo.require_pd("bench-transfer")  # a colocated topology has no KV transfer: exit 2
     spec = resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
     if spec.mla:

@@ -24,6 +24,7 @@ from pdctl.bench.transfer.packed import chunk_ranges, scatter, shape_pair_plan
 from pdctl.bench.transfer.rankmem import KVShape, RankMemory, global_kv
 from pdctl.errors import CheckFailed
 from pdctl.plan import prefill_peers
+from pdctl.procexit import die_with_parent
 from pdctl.transfer.backends import create_backend
 
 
@@ -183,8 +184,6 @@ class DecodeSide:
 
 def main() -> int:
     """Serve the bench protocol until "quit" or EOF (or the driver's death: no orphan keeps working)."""
-    from pdctl.procexit import die_with_parent
-
     die_with_parent()
     side: DecodeSide | None = None
     for line in sys.stdin:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pdctl.errors import UserError
 from pdctl.evals.gsm8k.scoring import INVALID, label_value
+from pdctl.extras import missing_module_error
 from pdctl.jsonfiles import iter_jsonl
 
 DATASET = "openai/gsm8k"
@@ -102,8 +103,6 @@ def load_hf_split(split: str) -> list[Item]:
 
     Raises UserError suggesting --data-file when it is neither cached nor downloadable.
     """
-    from pdctl.extras import missing_module_error
-
     offline = _prepare_hf_env()
     try:
         import datasets  # heavy: imported only when the user did not give --data-file
@@ -114,7 +113,6 @@ def load_hf_split(split: str) -> list[Item]:
         raise UserError(f"{error.message}; or pass --data-file JSONL with {{\"question\", \"answer\"}} lines",
                         detail=error.detail) from exc
     try:
-
         datasets.logging.set_verbosity_error()
         rows = datasets.load_dataset(DATASET, CONFIG, split=split)
     except Exception as exc:  # datasets raises many types (ConnectionError, FileNotFoundError, ValueError...)

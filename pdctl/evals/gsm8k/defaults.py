@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pdctl.errors import UserError
+from pdctl.topology import load_topology
 
 BUILTIN: dict[str, Any] = {
     "num_questions": 200,
@@ -28,8 +29,6 @@ _TOPOLOGY_COPY = "topology.yaml"
 
 def _from_yaml(path: Path) -> dict[str, Any]:
     """The eval.gsm8k block of a topology file (validated by pdctl.topology: a bad file is a UserError)."""
-    from pdctl.topology import load_topology
-
     block = load_topology(path).eval.gsm8k
     return {k: getattr(block, k) for k in BUILTIN if getattr(block, k, None) is not None}
 
