@@ -18,8 +18,8 @@ import time
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
-from pdctl.bench.transfer.config import config_from_topology
 from pdctl.executors import node_executor
+from pdctl.plan.request import config_from_topology
 from pdctl.preflight.parsers.ib_sysfs import parse_ib_sysfs
 from pdctl.preflight.parsers.iproute import parse_ip_route_get
 from pdctl.preflight.parsers.mooncake_log import parse_mooncake_log

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pdctl.bench.transfer.config import KVShape
 from pdctl.plan import global_head, heads_on_rank
+from pdctl.plan.request import KVShape
 
 
 def global_kv(shape: KVShape, seed: int) -> tuple[np.ndarray, np.ndarray | None]:

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from pdctl.bench.transfer.config import BenchConfig, config_from_topology, heads_note, kv_shape
 from pdctl.bench.transfer.packed import chunk_ranges, gather, shape_pair_plan
 from pdctl.bench.transfer.packed import descriptors as packed_descriptors
 from pdctl.bench.transfer.peer import PeerProcess
@@ -27,6 +26,7 @@ from pdctl.plan import (
     page_blocks,
     ratio_ok,
 )
+from pdctl.plan.request import BenchConfig, config_from_topology, heads_note, kv_shape
 from pdctl.transfer.backends import BACKENDS, TransferError, create_backend, flatten_blocks
 
 __all__ = ["BenchConfig", "config_from_topology", "heads_note", "memcpy_gbps", "run_bench"]
