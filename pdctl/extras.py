@@ -8,6 +8,7 @@ and `eval` (datasets for GSM8K from the Hub, matplotlib for parity's report).
 from __future__ import annotations
 
 from pdctl.errors import UserError
+from pdctl.transfer.registry import BACKENDS
 
 # top-level module -> extra that installs it
 MODULE_EXTRAS: dict[str, str] = {
@@ -17,12 +18,11 @@ MODULE_EXTRAS: dict[str, str] = {
     "fastapi": "engine",
     "starlette": "engine",
     "uvicorn": "engine",
-    "nixl": "engine",
-    "nixl_cu12": "engine",
-    "mooncake": "engine",
     "sglang_router": "engine",
     "datasets": "eval",
     "matplotlib": "eval",
+    # the transfer backends' libraries (pdctl.transfer.registry)
+    **{module: b.extra for b in BACKENDS.values() for module in (*b.native_modules, b.name)},
 }
 
 # pdctl's own processes (`python -m MODULE`) -> the third-party modules they import

@@ -16,8 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import requests
+
 from pdctl.errors import UserError
 from pdctl.runs import read_state, resolve_run_dir
+
+INFO_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -87,3 +91,30 @@ def target_from_state(state: dict[str, Any], *, where: str = "run") -> Target:
 def target_from_run_dir(run_dir: str | Path | None) -> Target:
     """The candidate of a `pdctl launch` run (RUN_DIR, or the latest run when None)."""
     return target_from_state(read_state(run_dir), where=f"run {resolve_run_dir(run_dir)}")
+
+
+def get_json(url: str, *paths: str) -> dict[str, Any] | None:
+    """The first of PATHS on URL that answers a JSON object (SGLang renamed /get_server_info to /server_info)."""
+    for path in paths:
+        try:
+            response = requests.get(url.rstrip("/") + path, timeout=INFO_TIMEOUT_S)
+        except requests.RequestException:
+            continue
+        if response.status_code == 200:
+            try:
+                doc = response.json()
+            except ValueError:
+                continue
+            if isinstance(doc, dict):
+                return doc
+    return None
+
+
+def check_reachable(url: str, what: str) -> None:
+    """Fail with exit 2 when a URL the user gave does not answer at all (CLI.md: unreachable URL = bad input)."""
+    if not url.startswith(("http://", "https://")):
+        raise UserError(f"{what} {url!r} is not an http(s) URL")
+    try:
+        requests.get(url.rstrip("/") + "/health", timeout=INFO_TIMEOUT_S)
+    except requests.RequestException as exc:
+        raise UserError(f"{what} {url} is unreachable: {exc}") from exc

@@ -12,6 +12,7 @@ import click
 from pdctl.cli.console import console, err_console, write_json
 from pdctl.cli.options import json_option
 from pdctl.errors import CheckFailed
+from pdctl.transfer.registry import NAMES
 
 
 def print_result(doc: dict[str, Any], note: str, out: Any) -> None:
@@ -46,7 +47,7 @@ def print_result(doc: dict[str, Any], note: str, out: Any) -> None:
 @click.argument("topology", type=click.Path(dir_okay=False))
 @click.option(
     "--backend",
-    type=click.Choice(["nixl", "mooncake"]),
+    type=click.Choice(list(NAMES)),
     default=None,
     help="Transfer backend (default: the topology's transfer.backend).",
 )

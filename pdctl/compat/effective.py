@@ -21,6 +21,7 @@ from pdctl.sglang.argv import ArgvProblem, parse_argv
 from pdctl.sglang.settings import ServerSettings, env_bool, ucx_protocol
 from pdctl.sglang.table import FlagTable, load_table
 from pdctl.sglang.versions import VersionChoice, choose
+from pdctl.transfer.registry import BACKENDS
 
 if TYPE_CHECKING:
     from pdctl.render.spec import Deployment
@@ -120,7 +121,8 @@ def _reference_flags(flags: list[str]) -> tuple[Any, str | None]:
 
 def _reference_role(intent: Any, ns: Any, env: dict[str, str]) -> EffectiveRole:
     backend = str(ns.disaggregation_transfer_backend)
-    protocol = env.get("MOONCAKE_PROTOCOL", "rdma") if backend == "mooncake" else ucx_protocol(env)
+    entry = BACKENDS.get(backend)  # the reference engine's backend reads its protocol from the entry's variable
+    protocol = env.get(entry.protocol_env, "rdma") if entry and entry.protocol_env else ucx_protocol(env)
     return EffectiveRole(
         name=intent.name, nodes=list(intent.nodes), replicas=intent.replicas, intent=intent,
         tp=int(ns.tp), pp=1, dp=1, attn_dp=1, page_size=int(ns.page_size), kv_cache_dtype=str(ns.kv_cache_dtype),

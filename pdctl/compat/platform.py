@@ -10,8 +10,9 @@ from pdctl.compat.context import BLACKWELL, HOPPER, Context
 from pdctl.compat.findings import Outcome, fired, passed
 from pdctl.sglang import messages
 from pdctl.topology.placement import placement_problems, port_clashes
+from pdctl.transfer.registry import NAMES
 
-KNOWN_BACKENDS = ("nixl", "mooncake")
+KNOWN_BACKENDS = NAMES  # pdctl.transfer.registry
 
 
 def mxfp8_gpu(ctx: Context) -> Outcome:

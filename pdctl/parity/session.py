@@ -17,13 +17,14 @@ from typing import Any
 from pdctl.errors import UserError
 from pdctl.launch.scoped import launched_reference
 from pdctl.models import resolve_model_spec
-from pdctl.parity import client
 from pdctl.parity.prompts import Prompt, SuiteFacts, default_suite, facts_from_info, load_prompts_file
 from pdctl.parity.results import ParityResult
 from pdctl.parity.runner import ParityOptions, Progress, ProgressUpdate, run_parity
 from pdctl.target import (
     Target,
+    check_reachable,
     discover_workers,
+    get_json,
     target_from_run_dir,
     target_from_url,
 )
@@ -76,10 +77,10 @@ def candidate_target(req: ParityRequest) -> Target:
     UserError (exit 2) when it does not answer at all.
     """
     if req.candidate_url is not None:
-        client.check_reachable(req.candidate_url, "candidate")  # before asking it for its workers
+        check_reachable(req.candidate_url, "candidate")  # before asking it for its workers
         return _url_target(req.candidate_url, req.decode_urls, req.prefill_urls)
     target = target_from_run_dir(req.run_dir)
-    client.check_reachable(target.url, "candidate")
+    check_reachable(target.url, "candidate")
     return target
 
 
@@ -87,7 +88,7 @@ def _url_target(url: str, decode: tuple[str, ...], prefill: tuple[str, ...]) -> 
     """A server URL with the workers behind it: those named, else those a PD router lists (GET /workers), so
     that warm flushes only decode and server facts come from a prefill, as with --run-dir."""
     if not decode and not prefill:
-        found_prefill, found_decode = discover_workers(client.get_json(url, "/workers"))
+        found_prefill, found_decode = discover_workers(get_json(url, "/workers"))
         if found_prefill and found_decode:
             prefill, decode = tuple(found_prefill), tuple(found_decode)
     return target_from_url(url, decode_urls=decode, prefill_urls=prefill)
@@ -97,7 +98,7 @@ def _url_target(url: str, decode: tuple[str, ...], prefill: tuple[str, ...]) -> 
 def reference_target(req: ParityRequest) -> Iterator[Target]:
     """The reference: a URL (UserError when it does not answer), or a topology launched for the block."""
     if req.reference_url is not None:
-        client.check_reachable(req.reference_url, "reference")
+        check_reachable(req.reference_url, "reference")
         yield _url_target(req.reference_url, (), ())  # a PD reference (full-cache control) is a router too
         return
     assert req.reference_topology is not None
@@ -125,8 +126,8 @@ def _model_spec_facts(model: str, *, strict: bool = True) -> dict[str, int | Non
 
 
 def _info(target: Target) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    return (client.get_json(target.info_url, "/server_info", "/get_server_info"),
-            client.get_json(target.info_url, "/model_info", "/get_model_info"))
+    return (get_json(target.info_url, "/server_info", "/get_server_info"),
+            get_json(target.info_url, "/model_info", "/get_model_info"))
 
 
 def gather_facts(candidate: Target, reference: Target, req: ParityRequest) -> SuiteFacts:

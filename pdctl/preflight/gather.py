@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pdctl.executors import Executor, node_executor
 from pdctl.preflight import probe
 from pdctl.topology.placement import port_bindings
+from pdctl.transfer.registry import BACKENDS, backend
 
 if TYPE_CHECKING:
     from pdctl.render.spec import Deployment
@@ -68,7 +69,8 @@ def probe_args(deployment: Deployment, node: Node, roles: list[str], peers: list
         "routes": sorted(set(peers) - {node.address}),
         "ports": [],
         "gpu": node.gpu != "cpu" or topo.engine.kind == "sglang",
-        "ucx": topo.is_pd and topo.transfer.backend == "nixl" and bool(workers),
+        "ucx": topo.is_pd and backend(topo.transfer.backend).ucx and bool(workers),
+        "packages": {b.name: list(b.distributions) for b in BACKENDS.values()},
         "disk": [],
     }
     for name, port, what in port_bindings(topo, deployment.placements):

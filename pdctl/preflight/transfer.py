@@ -15,6 +15,7 @@ import queue
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
@@ -25,15 +26,13 @@ from pdctl.preflight.parsers.iproute import parse_ip_route_get
 from pdctl.preflight.parsers.mooncake_log import parse_mooncake_log
 from pdctl.preflight.parsers.ucx_proto import write_path
 from pdctl.preflight.report import TransferResult
-from pdctl.render.transfer import UCX_PATH_ENV
+from pdctl.transfer.registry import backend
 
 if TYPE_CHECKING:
     from pdctl.preflight.context import Context
     from pdctl.render.spec import Deployment
     from pdctl.topology import Topology
 
-# UCX prints its protocol tables to stderr (unbuffered: they arrive even if the process is killed).
-PATH_ENV = dict(UCX_PATH_ENV)
 BENCH_TIMEOUT_S = 120.0
 # A measured rate under this share of the link's nominal rate means the bytes did not take that link.
 MIN_SHARE_OF_LINK = 0.1
@@ -135,7 +134,8 @@ def run_pair(ctx: Context, deployment: Deployment, source: str, target: str, *, 
     prefill servers' transfer path (NVLink decided), on the interpreters its servers run with."""
     topo = deployment.topo
     nvlink = deployment.nvlink
-    env = {**topo.engine.env, **deployment.transfer_env.get("prefill", {}), **PATH_ENV}
+    # the backend's path reporting last: the test must learn the path even if engine.env silences it
+    env = {**topo.engine.env, **deployment.transfer_env.get("prefill", {}), **backend(topo.transfer.backend).path_env}
     cfg = bench_config(topo, tokens, source, target)
     src_node, dst_node = topo.node(source), topo.node(target)
     python = deployment.pythons
@@ -176,20 +176,37 @@ def run_pair(ctx: Context, deployment: Deployment, source: str, target: str, *, 
 
 
 def _path(ctx: Context, topo: Topology, source: str, target: str, log: str) -> tuple[str, bool | None]:
-    """(what carried the bytes, whether it crossed from one machine to another) from the prefill side's log."""
+    """(what carried the bytes, whether it crossed from one machine to another) from the prefill side's log,
+    read the way the backend's registry entry says its log tells the path (PATH_READERS)."""
+    return PATH_READERS[backend(topo.transfer.backend).path_log](ctx, topo, source, target, log)
+
+
+def _ucx_path(ctx: Context, topo: Topology, source: str, target: str, log: str) -> tuple[str, bool | None]:
+    """UCX's protocol tables (UCX_PROTO_INFO): the lanes the writes took."""
     same_address = topo.node(source).address == topo.node(target).address
-    if topo.transfer.backend == "nixl":
-        path = write_path(log)
-        if path is None:
-            return "unknown (UCX printed no protocol table)", None
-        return path.describe(), path.crosses_nodes and not same_address and not any(
-            lane.endswith("/lo") for lane in path.lanes)
+    path = write_path(log)
+    if path is None:
+        return "unknown (UCX printed no protocol table)", None
+    return path.describe(), path.crosses_nodes and not same_address and not any(
+        lane.endswith("/lo") for lane in path.lanes)
+
+
+def _mooncake_path(ctx: Context, topo: Topology, source: str, target: str, log: str) -> tuple[str, bool | None]:
+    """Mooncake's transport lines, and the kernel's route from the source node to the target."""
+    same_address = topo.node(source).address == topo.node(target).address
     setups = parse_mooncake_log(log)
     kind = setups[0].transport if setups and setups[0].transport else "unknown transport"
     route = parse_ip_route_get(((ctx.fact(source, "routes") or {}).get(topo.node(target).address) or {}).get("out", ""))
     via = f" via {route.device}" if route else ""
     crosses = None if route is None else (not route.loopback and not same_address)
     return f"mooncake {kind}{via}", crosses
+
+
+# a backend's `path_log` (pdctl.transfer.registry) -> how its prefill log says which path the bytes took
+PATH_READERS: dict[str, Callable[[Context, Topology, str, str, str], tuple[str, bool | None]]] = {
+    "ucx": _ucx_path,
+    "mooncake": _mooncake_path,
+}
 
 
 def expected_gbps(ctx: Context, source: str, target: str, nvlink: bool) -> float | None:

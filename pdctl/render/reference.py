@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from pdctl.errors import UserError
 from pdctl.render.sglang import model_path
 from pdctl.render.spec import ProcessSpec, merge_flags, node_python, node_ssh, optional_flag, process_name
+from pdctl.transfer.registry import backend
 
 if TYPE_CHECKING:
     from pdctl.topology import RoleConfig, Topology
@@ -36,8 +37,9 @@ def render_reference_replica(
     pd = role.name != "colocated"  # colocated: a plain server, no transfer settings or disaggregation flags
     if pd and topo.transfer.staging_buffer:
         env["SGLANG_DISAGG_STAGING_BUFFER"] = "1"
-    if pd and topo.transfer.backend == "mooncake":
-        env.setdefault("MOONCAKE_PROTOCOL", "tcp" if topo.transfer.protocol == "tcp" else "rdma")
+    protocol_env = backend(topo.transfer.backend).protocol_env  # the engine's backend reads its protocol there
+    if pd and protocol_env:
+        env.setdefault(protocol_env, "tcp" if topo.transfer.protocol == "tcp" else "rdma")
     argv = [
         node_python(topo, node),
         "-m",

@@ -18,6 +18,7 @@ from pdctl.render.spec import ProcessSpec, merge_flags, node_ssh, optional_flag,
 from pdctl.sglang.settings import ENV_AITER_LAYOUT, ENV_HND, ENV_STAGING
 from pdctl.sglang.table import FlagTable, load_table
 from pdctl.sglang.versions import choose
+from pdctl.transfer.registry import backend
 
 if TYPE_CHECKING:
     from pdctl.topology import Node, RoleConfig, Topology
@@ -55,11 +56,9 @@ def flag_table(topo: Topology) -> FlagTable:
 
 
 def transfer_backend_name(topo: Topology) -> str:
-    """SGLang's backend name: mooncake over TCP is its own name, `mooncake_tcp` (SGLang then sets
-    MC_FORCE_TCP=1 itself and ignores the IB device); nixl picks its transport through UCX."""
-    if topo.transfer.backend == "mooncake" and topo.transfer.protocol == "tcp":
-        return "mooncake_tcp"
-    return topo.transfer.backend
+    """SGLang's backend name (pdctl.transfer.registry): mooncake over TCP is its own name, `mooncake_tcp` (SGLang
+    then sets MC_FORCE_TCP=1 itself and ignores the IB device); nixl picks its transport through UCX."""
+    return backend(topo.transfer.backend).sglang_name(topo.transfer.protocol)
 
 
 def ib_device(topo: Topology, node: Node) -> str | None:
@@ -92,7 +91,7 @@ def worker_env(topo: Topology, slot: NodeSlot, role: RoleConfig | None = None) -
     env = dict(topo.engine.env)
     if topo.transfer.staging_buffer and topo.is_pd:  # colocated: transfer: is ignored (no KV transfer)
         env[ENV_STAGING] = "1"
-    if topo.is_pd and topo.transfer.backend == "nixl" and topo.transfer.protocol == "tcp":
+    if topo.is_pd and backend(topo.transfer.backend).ucx and topo.transfer.protocol == "tcp":
         env.setdefault("UCX_TLS", NIXL_TCP_UCX_TLS)
     if role is not None and role.kv_layout in LAYOUT_ENV:
         name, value = LAYOUT_ENV[role.kv_layout]

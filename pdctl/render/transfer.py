@@ -1,4 +1,5 @@
-"""The environment of the KV transfer path: multi-node NVLink for Mooncake, path reporting for NIXL.
+"""The environment of the KV transfer path, from each backend's entry in pdctl.transfer.registry: multi-node
+NVLink for Mooncake, path reporting for NIXL.
 
 NIXL: UCX_PROTO_INFO=y makes UCX print, in each worker's log, the protocol and the transport/device it
 selected per endpoint (e.g. `rc_mlx5/mlx5_0:1`, `tcp/eth1`); `pdctl status` reads it from the prefill logs
@@ -18,16 +19,16 @@ adjusts its environment once preflight has found the nodes' NVLink domain (pdctl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
+
+from pdctl.transfer.registry import NVLINK_CAPABLE, backend
 
 if TYPE_CHECKING:
     from pdctl.render.spec import Deployment
     from pdctl.topology import Topology
 
-# stderr: unbuffered, so the tables reach the log at once (C stdout to a file is block-buffered).
-UCX_PATH_ENV: dict[str, str] = {"UCX_PROTO_INFO": "y", "UCX_LOG_FILE": "stderr"}
-MOONCAKE_MNNVL_ENV: dict[str, str] = {"SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "NVLINK", "MC_FORCE_MNNVL": "True"}
 NVLINK_NOTE = "transfer.nvlink:"  # how the notes of use_nvlink begin
 
 
@@ -37,28 +38,29 @@ def use_nvlink(topo: Topology, shared_domain: bool | None) -> tuple[bool, str | 
     mode = topo.transfer.nvlink
     if mode == "off" or not topo.is_pd:
         return False, None
-    if topo.transfer.backend != "mooncake":
+    entry = backend(topo.transfer.backend)
+    if not entry.nvlink_env:
         if mode == "on":
-            return False, ("transfer.nvlink: on has no effect with NIXL: UCX uses NVLink across nodes only for "
-                           "fabric-handle memory, which SGLang's KV pool does not allocate (use mooncake)")
+            return False, (f"transfer.nvlink: on has no effect with {entry.title}: {entry.no_nvlink} (use "
+                           f"{' or '.join(NVLINK_CAPABLE)})")
         return False, None
     if mode == "on":
-        return True, "transfer.nvlink: on: Mooncake over multi-node NVLink (" + _env_text() + ")"
+        return True, f"transfer.nvlink: on: {entry.title} over multi-node NVLink ({_env_text(entry.nvlink_env)})"
     if shared_domain is None:
         return False, "transfer.nvlink: auto without preflight: NVLink domain unknown, KV goes over the NIC"
     if shared_domain:
-        return True, "transfer.nvlink: auto: nodes share an NVLink domain: " + _env_text()
+        return True, "transfer.nvlink: auto: nodes share an NVLink domain: " + _env_text(entry.nvlink_env)
     return False, None
 
 
 def transfer_env(topo: Topology, nvlink: bool, role: str) -> dict[str, str]:
-    """The environment added to a ROLE worker: UCX path reporting for NIXL on prefill (the side that writes
-    KV, whose log `pdctl status` reads), MNNVL for Mooncake on prefill and decode when NVLINK (use_nvlink)."""
+    """The environment the backend's registry entry adds to a ROLE worker: its path reporting on prefill (the
+    side that writes KV, whose log `pdctl status` reads; UCX's tables for NIXL), its multi-node NVLink
+    environment on prefill and decode when NVLINK (use_nvlink; Mooncake's MNNVL)."""
     if not topo.is_pd or role not in ("prefill", "decode"):
         return {}
-    if topo.transfer.backend == "nixl":
-        return dict(UCX_PATH_ENV) if role == "prefill" else {}
-    return dict(MOONCAKE_MNNVL_ENV) if nvlink else {}
+    entry = backend(topo.transfer.backend)
+    return {**(entry.path_env if role == "prefill" else {}), **(entry.nvlink_env if nvlink else {})}
 
 
 def with_nvlink(deployment: Deployment, shared_domain: bool | None) -> Deployment:
@@ -82,5 +84,5 @@ def with_nvlink(deployment: Deployment, shared_domain: bool | None) -> Deploymen
     return replace(deployment, workers=workers, transfer_env=transfer, nvlink=nvlink, notes=notes)
 
 
-def _env_text() -> str:
-    return " ".join(f"{k}={v}" for k, v in MOONCAKE_MNNVL_ENV.items())
+def _env_text(env: Mapping[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in env.items())

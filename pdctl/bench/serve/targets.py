@@ -16,9 +16,8 @@ from typing import Any
 from pdctl.bench.serve.tokenizer import write_byte_tokenizer
 from pdctl.errors import UserError
 from pdctl.launch.scoped import launched_reference
-from pdctl.parity import client
 from pdctl.runs import resolve_run_dir
-from pdctl.target import target_from_run_dir
+from pdctl.target import check_reachable, get_json, target_from_run_dir
 from pdctl.topology import load_topology
 
 REFERENCE_MODEL_TYPE = "pdctl-reference"
@@ -48,7 +47,7 @@ def topology_gpus(topo: Any) -> int:
 
 
 def _server_gpus(url: str) -> int | None:
-    info = client.get_json(url, "/server_info", "/get_server_info") or {}
+    info = get_json(url, "/server_info", "/get_server_info") or {}
     tp, pp = info.get("tp_size"), info.get("pp_size") or 1
     return tp * pp if isinstance(tp, int) and isinstance(pp, int) and tp > 0 else None
 
@@ -56,7 +55,7 @@ def _server_gpus(url: str) -> int | None:
 def discovered_gpus(url: str) -> int | None:
     """GPUs behind URL as its servers report them: a router's workers (GET /workers) each reporting tp_size x
     pp_size in /server_info, or the server itself; None when any of them does not say."""
-    workers = (client.get_json(url, "/workers") or {}).get("workers") or []
+    workers = (get_json(url, "/workers") or {}).get("workers") or []
     urls = [w["url"] for w in workers if isinstance(w, dict) and isinstance(w.get("url"), str)]
     counts = [_server_gpus(u) for u in (urls or [url])]
     return None if not counts or any(c is None for c in counts) else sum(c for c in counts if c is not None)
@@ -64,7 +63,7 @@ def discovered_gpus(url: str) -> int | None:
 
 def from_url(label: str, url: str, gpus: int | None) -> Deployment:
     """A deployment given by URL (UserError when it does not answer)."""
-    client.check_reachable(url, f"--{'url' if label == 'candidate' else 'control-url'}")
+    check_reachable(url, f"--{'url' if label == 'candidate' else 'control-url'}")
     url = url.rstrip("/")
     return Deployment(label, url, gpus if gpus is not None else discovered_gpus(url), url)
 
@@ -73,7 +72,7 @@ def from_run_dir(run_dir: str | None, gpus: int | None) -> Deployment:
     """The router of a `pdctl launch` run (the latest when RUN_DIR is None), with its launched topology."""
     path = resolve_run_dir(run_dir)
     target = target_from_run_dir(path)
-    client.check_reachable(target.url, f"the router of run {path}")
+    check_reachable(target.url, f"the router of run {path}")
     topo = None
     copy = path / "topology.yaml"
     if copy.is_file():
@@ -106,7 +105,7 @@ def tokenizer_for(url: str, explicit: str | None, work_dir: Path) -> str:
     model_type pdctl-reference), a written copy of its byte tokenizer; else the path the server reports."""
     if explicit:
         return explicit
-    info = client.get_json(url, "/model_info", "/get_model_info") or {}
+    info = get_json(url, "/model_info", "/get_model_info") or {}
     if info.get("model_type") == REFERENCE_MODEL_TYPE:
         return str(write_byte_tokenizer(work_dir / "byte-tokenizer"))
     found = info.get("tokenizer_path") or info.get("model_path")

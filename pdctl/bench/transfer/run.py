@@ -27,7 +27,8 @@ from pdctl.plan import (
     ratio_ok,
 )
 from pdctl.plan.request import BenchConfig, config_from_topology, heads_note, kv_shape
-from pdctl.transfer.backends import BACKENDS, TransferError, create_backend, flatten_blocks
+from pdctl.transfer.backends import TransferError, create_backend, flatten_blocks
+from pdctl.transfer.registry import NAMES
 
 __all__ = ["BenchConfig", "config_from_topology", "heads_note", "memcpy_gbps", "run_bench"]
 # The peer's own waits end after cfg.timeout; its setup and byte verification get this much on top.
@@ -87,8 +88,8 @@ def run_bench(cfg: BenchConfig, peer: Any = None) -> dict[str, Any]:
     memcpy, per-token, memcpy, packed, memcpy back to back; the best of each (memcpy: best of all its
     measurements) gives the figures, so load hurts all three alike instead of skewing the ratio.
     """
-    if cfg.backend not in BACKENDS:
-        raise UserError(f"unknown backend {cfg.backend!r}: expected one of {', '.join(BACKENDS)}")
+    if cfg.backend not in NAMES:
+        raise UserError(f"unknown backend {cfg.backend!r}: expected one of {', '.join(NAMES)}")
     if cfg.tokens < 1:
         raise UserError(f"--tokens must be positive, got {cfg.tokens}")
     if cfg.repeats < 1:
