@@ -55,6 +55,7 @@ class EffectiveRole:
     protocol: str
     staging: bool
     values: dict[str, Any] = field(default_factory=dict)  # every parsed dest (SGLang) or reference flag
+    env: dict[str, str] = field(default_factory=dict)  # the rendered process environment (engine.env included)
 
     @property
     def attn_tp(self) -> int:
@@ -101,7 +102,7 @@ def _sglang_role(intent: Any, settings: ServerSettings) -> EffectiveRole:
         hybrid_swa_memory=settings.hybrid_swa_memory, unified_memory=settings.unified_memory,
         chunked_prefill_size=settings.chunked_prefill_size, attention_backends=tuple(settings.attention_backends),
         radix_cache=settings.radix_cache, backend=settings.backend, transfer_backend=settings.transfer_backend,
-        protocol=settings.protocol, staging=settings.staging, values=dict(settings.values),
+        protocol=settings.protocol, staging=settings.staging, values=dict(settings.values), env=dict(settings.env),
     )
 
 
@@ -130,7 +131,7 @@ def _reference_role(intent: Any, ns: Any, env: dict[str, str]) -> EffectiveRole:
         chunked_prefill_size=ns.chunked_prefill_size, attention_backends=(),
         radix_cache=bool(ns.disaggregation_decode_enable_radix_cache), backend=backend, transfer_backend=backend,
         protocol=protocol, staging=bool(env_bool(env, "SGLANG_DISAGG_STAGING_BUFFER")),
-        values={k: v for k, v in vars(ns).items()},
+        values={k: v for k, v in vars(ns).items()}, env=dict(env),
     )
 
 

@@ -46,6 +46,8 @@ class Rule:
     `stage`: where SGLang fails without this rule (a key of pdctl.sglang.stages.STAGES).
     `colocated` marks the rules that apply to a single plain (non-PD) server too: a `mode: colocated`
     topology runs only those, and lists the others as passing with NOT_APPLICABLE.
+    `incident`: the public report of a field incident the rule catches (SGLang has no guard for it: the
+    differential suite against SGLang's own code leaves these rules out of its verdict comparison).
     """
 
     id: str
@@ -56,6 +58,7 @@ class Rule:
     summary: str
     mirrors: str = ""
     colocated: bool = False
+    incident: str | None = None
 
     def __post_init__(self) -> None:
         check_stage(self.stage)

@@ -1,14 +1,28 @@
 """The rule table of check-compat (COMPAT.md): id, severity, failure stage, check, fix, SGLang behaviour mirrored.
 
 Order is the order the table prints: the command lines, the handshake, head mapping, the head-slice transfer,
-memory modes, cross-role agreement, platform. Rules marked `colocated=True` also run on a `mode: colocated`
+memory modes, cross-role agreement, platform, then the field incidents (`incident=`: the public report;
+SGLang has no guard of its own for these). Rules marked `colocated=True` also run on a `mode: colocated`
 topology (they are about one server, not a PD pair). The stage is where SGLang fails without the rule.
 """
 
 from __future__ import annotations
 
-from pdctl.compat import flags, handshake, heads, memory, platform, roles, swa
+from pdctl.compat import (
+    capacity,
+    dp,
+    flags,
+    generations,
+    handshake,
+    heads,
+    memory,
+    platform,
+    roles,
+    swa,
+    timeouts,
+)
 from pdctl.compat.findings import Rule
+from pdctl.sglang import incidents
 
 ARGS = "argument parsing"
 LOAD = "model load"
@@ -141,6 +155,47 @@ RULES: list[Rule] = [
          "use transfer.backend nixl or mooncake on both roles; with protocol: tcp drop the IB device",
          "unknown or mismatched backend, or mooncake tcp with RDMA-only options",
          "argparse choices / mooncake_tcp ignores the IB device"),
+    # -- field incidents (pdctl/sglang/incidents.py): SGLang runs these, then fails late or answers wrongly --
+    Rule("kv-capacity", "error", LOAD, capacity.kv_capacity,
+         "raise mem_fraction_static, split the weights over more GPUs (tp), or use GPUs with more memory",
+         "a rank's weights leave no memory for the KV cache (estimate from the weights, GPU memory, TP and "
+         "mem_fraction_static)",
+         "ValueError 'Loaded weights leave no GPU memory for the KV cache' / RuntimeError 'Not enough memory'",
+         colocated=True, incident=incidents.KV_NO_ROOM.report),
+    Rule("kv-capacity-context", "warning", SILENT, capacity.kv_capacity_context,
+         "lower context_length to what the pool holds, raise mem_fraction_static, or use more TP / GPU memory",
+         "the KV pool of a role holds fewer tokens than one prompt of the context length",
+         "SGLang 0.5.23's startup warning; sglang#30233: decode answers refused prompts from incomplete KV",
+         incident=incidents.ABORTED_PREFILL_GARBAGE.report),
+    Rule("dp-attention-corruption", "error", SILENT, dp.dp_attention_corruption,
+         "upgrade SGLang (gpt-oss >= 0.5.20, DeepSeek-V4 >= 0.5.18), or run without DP attention "
+         "(or with ep_size != the attention DP size / a MoE a2a backend)",
+         "DP attention on a model and release whose MoE combine double-counts (gpt-oss: TP == attention DP == "
+         "EP, a2a none, 0.5.11-0.5.19; DeepSeek-V4: attention TP > 1, 0.5.12-0.5.17)",
+         "sglang#37187 (fix PR #37199), sglang#31699 (fix PR #31700): garbage output, no error", colocated=True,
+         incident=incidents.GPT_OSS_DP_ATTENTION.report),
+    Rule("dp-routing", "error", TRANSFER, dp.dp_routing,
+         "drop the router's dp-aware; on prefill use DP attention (or replicas) instead of plain --dp-size; keep "
+         "prefill's --load-balance-method follow_bootstrap_room before SGLang 0.5.10",
+         "prefill DP dispatch, decode's prefill-rank lookup and the router's DP routing disagree",
+         "sglang#29725 'follow_bootstrap_room conflict', PR #22901, sglang-router --dp-aware in PD mode",
+         incident=incidents.PLAIN_DP_PREFILL.report),
+    Rule("mixed-gpu-generations", "warning", SILENT, generations.mixed_gpu_generations,
+         "run prefill and decode on one GPU generation, or measure drift first with `pdctl parity --soak N`",
+         "prefill and decode run on different GPU generations (different kernels on each side)",
+         "sglang#23020: accuracy drift after ~100 requests (open)", incident=incidents.MIXED_GPU_DRIFT.report),
+    Rule("mixed-gpu-page-size", "error", HANDSHAKE, generations.mixed_gpu_page_size,
+         "use a page_size trtllm_mha supports (16, 32, 64, 128 from 0.5.17) on both roles, or set the same "
+         "attention_backend on both",
+         "one role runs trtllm_mha (SGLang's default on Blackwell) and its page size is rewritten to 64, the "
+         "other keeps its page size",
+         "attention hook's page-size rewrite, then the handshake's 'Page size mismatch'",
+         incident=incidents.MIXED_GPU_DRIFT.report),
+    Rule("disagg-timeouts", "warning", TRANSFER, timeouts.disagg_timeouts,
+         "keep SGLANG_DISAGGREGATION_{BOOTSTRAP,WAITING}_TIMEOUT at minutes (default 300) and the heartbeat at "
+         "seconds; watch stuck transfers with `pdctl status --watch`",
+         "PD timeouts in engine.env that are huge, non-positive or not parsable",
+         "environ.py EnvInt/EnvFloat; stuck rooms (sglang PR #31800)", incident=incidents.STUCK_TRANSFERRING.report),
 ]
 
 RULES_BY_ID: dict[str, Rule] = {r.id: r for r in RULES}

@@ -9,13 +9,21 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from pdctl.compat.capacity import estimate
+from pdctl.compat.effective import effective
+from pdctl.errors import UserError
 from pdctl.executors import executor_for
 from pdctl.launch.health import router_check, router_workers, worker_health
 from pdctl.launch.transfer_path import transfer_path
+from pdctl.metrics.alarms import StallDetector
+from pdctl.metrics.capacity import capacities
 from pdctl.metrics.targets import router_target, worker_targets
 from pdctl.metrics.watch import Watch
+from pdctl.models import resolve_model_spec
+from pdctl.render.deployment import render
 from pdctl.runs import DEPLOYMENT_FILE, read_state, resolve_run_dir
-from pdctl.runs.state import started
+from pdctl.runs.state import TOPOLOGY_COPY, started
+from pdctl.topology import load_topology
 
 
 def _process_status(record: dict[str, Any], *, probe_health: bool = True) -> dict[str, Any]:
@@ -71,6 +79,13 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
     for entry in [*processes, router]:
         entry["metrics"] = sample.get(entry.get("name", "router"), {}).get("figures")
         entry["metrics_error"] = sample.get(entry.get("name", "router"), {}).get("error")
+    serving = [r for r, p in zip(records, processes) if p["alive"] and r.get("url")]
+    if serving:
+        estimates, kind, why = role_estimates(path / TOPOLOGY_COPY)
+        kv = capacities(serving, estimates, exact=kind == "reference", why=why)
+        for entry in processes:
+            if entry["name"] in kv:
+                entry["kv_capacity"] = kv[entry["name"]]
     return {
         "ok": ok,
         "run_dir": str(path.resolve()),
@@ -81,6 +96,18 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
     }
 
 
+def role_estimates(topology_path: Path) -> tuple[dict[str, Any], str | None, str | None]:
+    """(role name -> check-compat's KvEstimate, engine kind, None) for the topology at TOPOLOGY_PATH (the run's
+    copy, rendered here once, as check-compat judges it), or ({}, None, why not)."""
+    try:
+        topo = load_topology(topology_path)
+        spec = resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
+        eff = effective(render(topo))
+    except (UserError, OSError) as exc:
+        return {}, None, f"no estimate ({exc})"
+    return {name: estimate(topo, spec, role) for name, role in eff.roles.items()}, topo.engine.kind, None
+
+
 def run_watch(run_dir: Path, state: dict[str, Any] | None = None) -> Watch:
     """A metrics Watch over every HTTP-serving worker of the run and its router (status, status --watch)."""
     state = state if state is not None else read_state(run_dir)
@@ -88,23 +115,30 @@ def run_watch(run_dir: Path, state: dict[str, Any] | None = None) -> Watch:
     return Watch([*worker_targets(records), router_target(state, _plan(Path(run_dir)))])
 
 
-def live(run_dir: Path, state: dict[str, Any], watch: Watch) -> dict[str, Any]:
-    """One refresh of `status --watch`: every process's and the router's figures over the last interval."""
+def live(run_dir: Path, state: dict[str, Any], watch: Watch, detector: StallDetector | None = None) -> dict[str, Any]:
+    """One refresh of `status --watch`: every process's and the router's figures over the last interval, and
+    (with DETECTOR) the alarms of transfers that do not move (pdctl.metrics.alarms)."""
     sample = watch.sample()
+    now = time.monotonic()
     records = [r for r in state.get("processes", []) if started(r) and r.get("url")]
+    alarms: list[dict[str, Any]] = []
 
     def entry(name: str, extra: dict[str, Any]) -> dict[str, Any]:
         got = sample.get(name, {})
-        return {"name": name, **extra, "url": got.get("url"), "metrics": got.get("figures"),
-                "error": got.get("error")}
+        out = {"name": name, **extra, "url": got.get("url"), "metrics": got.get("figures"), "error": got.get("error")}
+        if detector is not None and name != "router":
+            out["alarms"] = [a.to_dict() for a in detector.update(name, got.get("figures"), now)]
+            alarms.extend(out["alarms"])
+        return out
 
+    processes = [entry(r["name"], {"role": r["role"], "replica": r["replica"], "node": r["node"]}) for r in records]
     return {
         "run_dir": str(Path(run_dir).resolve()),
         "topology": state.get("topology"),
         "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "processes": [entry(r["name"], {"role": r["role"], "replica": r["replica"], "node": r["node"]})
-                      for r in records],
+        "processes": processes,
         "router": entry("router", {"role": "router"}),
+        "alarms": alarms,
     }
 
 

@@ -23,6 +23,9 @@ import sys
 MARKER = "@@probe "
 IB_ROOT = "/sys/class/infiniband"
 IMEX_DIR = "/dev/nvidia-caps-imex-channels"
+PCI_ROOT = "/sys/bus/pci/devices"
+NVIDIA_VENDOR = "0x10de"
+GPU_CLASSES = ("0x0300", "0x0302")  # VGA / 3D controller
 # the fact key -> distribution names (first one installed wins); the transfer backends' come with the arguments
 # (pdctl.transfer.registry: the probe runs alone on the node, with nothing of pdctl to import)
 PACKAGES = {
@@ -87,6 +90,39 @@ def dump_sysfs(root: str = IB_ROOT) -> str:
                 if value is not None:
                     lines.append(f"{dev}/ports/{port}/{name}:{value}")
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def dump_pci(ib_root: str = IB_ROOT, pci_root: str = PCI_ROOT) -> str:
+    """Where each HCA and each NVIDIA GPU sits in the PCIe tree: `ib <device> <sysfs device path> <netdevs>`
+    and `gpu <bdf> <sysfs device path>` lines (realpaths under /sys/devices; parsers.pci_topology)."""
+    lines = []
+    for dev in sorted(os.listdir(ib_root)) if os.path.isdir(ib_root) else []:
+        link = os.path.join(ib_root, dev, "device")
+        path = os.path.realpath(link) if os.path.exists(link) else "-"
+        net = os.path.join(link, "net")
+        nets = sorted(os.listdir(net)) if os.path.isdir(net) else []
+        lines.append(f"ib {dev} {path} {','.join(nets) or '-'}")
+    for bdf in sorted(os.listdir(pci_root)) if os.path.isdir(pci_root) else []:
+        base = os.path.join(pci_root, bdf)
+        if _read(os.path.join(base, "vendor")) == NVIDIA_VENDOR and (_read(os.path.join(base, "class")) or "").startswith(
+                GPU_CLASSES):
+            lines.append(f"gpu {bdf} {os.path.realpath(base)}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def gdr_facts(proc_modules: str = "/proc/modules", sys_module: str = "/sys/module",
+              nvidia_version: str = "/proc/driver/nvidia/version") -> dict:
+    """What GPU memory registration for RDMA needs: nvidia_peermem loaded, or DMA-BUF (the open NVIDIA kernel
+    module on Linux >= 5.12): the loaded modules, the driver's version line, the kernel release."""
+    modules = [line.split()[0] for line in (_read(proc_modules) or "").splitlines() if line.strip()]
+    version = (_read(nvidia_version) or "").splitlines()
+    return {
+        "peermem": any(m in ("nvidia_peermem", "nv_peer_mem") for m in modules)
+        or os.path.isdir(os.path.join(sys_module, "nvidia_peermem")),
+        "modules": sorted(m for m in modules if m.startswith(("nvidia", "nv_peer", "mlx5", "ib_core"))),
+        "nvidia_version": version[0].strip() if version else None,
+        "kernel": platform.release(),
+    }
 
 
 def _read(path: str) -> str | None:
@@ -212,6 +248,9 @@ def main(args: dict) -> dict:
         "ucx_info": run(["ucx_info", "-d"], timeout) if args.get("ucx", False) else None,
         "ib_sysfs": dump_sysfs(),
         "imex_channels": sorted(os.listdir(IMEX_DIR)) if os.path.isdir(IMEX_DIR) else None,
+        "pci": dump_pci(),
+        "gdr": gdr_facts(),
+        "ucx_env": {k: os.environ.get(k) for k in ("UCX_NET_DEVICES", "UCX_TLS")},
     }
     return facts
 

@@ -216,8 +216,10 @@ class KVCache:
         n_layers = len(layer_is_sliding)
         swa_layers = [i for i in range(n_layers) if layer_is_sliding[i]] if self.hybrid_swa else []
         full_layers = [i for i in range(n_layers) if i not in swa_layers]
-        full_pages = -(-max_total_tokens // page_size) + 1
-        swa_pages = -(-(swa_tokens or max_total_tokens) // page_size) + 1
+        # SGLang's alignment: whole pages, rounded down (max_total_num_tokens // page_size * page_size), plus
+        # the reserved page 0; /server_info and /metrics then report what the pool really holds
+        full_pages = max_total_tokens // page_size + 1
+        swa_pages = max(1, (swa_tokens or max_total_tokens) // page_size) + 1
         self.full_alloc = PageAllocator(full_pages, "full", page_size)
         self.swa_alloc = PageAllocator(swa_pages, "swa", page_size) if swa_layers else None
         self.ranks: list[RankKV] = []

@@ -157,3 +157,27 @@ class ServerSettings:
     def speculative(self) -> str | None:
         value = self.values.get("speculative_algorithm")
         return None if value in (None, "", "None") else str(value)
+
+
+# PD timeouts SGLang reads from the environment (environ.py, 0.5.23; the same names and defaults from 0.5.16):
+# name -> (EnvInt/EnvFloat kind, default, the floor SGLang applies, the side that reads it). SGLang parses
+# with int()/float(); a value it cannot parse is replaced by the default, with a Python warning only.
+DISAGG_TIMEOUTS: dict[str, tuple[str, float, float | None, str]] = {
+    "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": ("integer", 300, None, "prefill"),
+    "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": ("integer", 300, None, "decode"),
+    "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": ("float", 5.0, 2.0, "decode"),
+    "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE": ("integer", 2, 1, "decode"),
+}
+
+
+def env_number(env: dict[str, str], name: str) -> tuple[float, str | None]:
+    """(the value SGLang uses for NAME, the raw text it could not parse or None), floor applied."""
+    kind, default, floor, _side = DISAGG_TIMEOUTS[name]
+    raw = env.get(name)
+    if raw is None:
+        return default, None
+    try:
+        value: float = int(raw) if kind == "integer" else float(raw)
+    except ValueError:
+        return default, raw
+    return (max(value, floor) if floor is not None else value), None

@@ -57,6 +57,20 @@ def test_invalid_config_fires_exactly_its_rule(rule, monkeypatch):
     assert f.message and f.fix == RULES_BY_ID[rule].fix
 
 
+@pytest.mark.parametrize("rule", [r.id for r in RULES if r.severity == "warning" and r.incident])
+def test_invalid_config_fires_its_incident_warning_and_no_error(rule, monkeypatch):
+    """Field-incident warnings have a config too: it fires the warning, and nothing fails."""
+    monkeypatch.chdir(ROOT)
+    path = INVALID / f"{rule}.yaml"
+    assert path.is_file(), f"missing {path}"
+    assert path.read_text().startswith("#"), "each invalid config starts with a comment"
+    topo = load_topology(path)
+    spec = resolve_model_spec(topo.model)
+    assert failed(topo, spec) == set()
+    f = finding(topo, spec, rule)
+    assert not f.ok and f.message and f.fix == RULES_BY_ID[rule].fix
+
+
 # --- the acceptance examples of issue 2 ---------------------------------------------------------------
 
 def test_p1_d4_pp2_fails_hetero_tp_swa_pp():
