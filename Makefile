@@ -54,7 +54,7 @@ test-fast: install
 lint: install
 	$(BIN)/ruff check pdctl tests benchmarks
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/vulture pdctl tests vulture_whitelist.py
+	$(BIN)/vulture
 
 demo: install
 	bash scripts/demo.sh

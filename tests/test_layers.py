@@ -4,9 +4,11 @@
   sibling modules or packages at any depth, the verdicts never call the renderer, the CLI's and the verdicts'
   packages import no heavy library. grimp reads every import, those inside functions too;
 - no function-level import of a pdctl module below the CLI, unless the module it imports loads a heavy library
-  at import time (a lazy import must not hide an edge that would run back up).
+  at import time (a lazy import must not hide an edge that would run back up);
+- vulture finds no dead code in pdctl or its tests (pyproject.toml [tool.vulture]; vulture_whitelist.py names
+  what only a framework calls).
 
-Each guard is also shown saying no, on a copy of the package with one bad import.
+Each guard is also shown saying no: a copy of the package with one import that runs back up, a dead function.
 """
 
 from __future__ import annotations
@@ -84,3 +86,16 @@ def test_no_import_of_pdctl_hides_inside_a_function_below_the_cli() -> None:
     hidden = [f"{m}:{line} imports {i}" for m, i, line in found if (m, i) not in LAZY_ALLOWED]
     assert not hidden, "import these at the top of the module (or say in LAZY_ALLOWED why not):\n" + "\n".join(hidden)
     assert {(m, i) for m, i, _ in found} == set(LAZY_ALLOWED)  # and the allowances are still needed
+
+
+def test_no_dead_code() -> None:
+    done = subprocess.run([str(BIN / "vulture")], cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+
+
+def test_dead_code_is_found(tmp_path: Path) -> None:
+    dead = tmp_path / "dead.py"
+    dead.write_text("def used() -> int:\n    return 1\n\n\ndef never_called() -> int:\n    return 2\n\n\nused()\n")
+    done = subprocess.run([str(BIN / "vulture"), str(dead)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode != 0 and "unused function 'never_called'" in done.stdout

@@ -86,11 +86,6 @@ class Context:
         """The model has sliding-window layers and SGLang keeps them in a separate SWA pool."""
         return self.spec.hybrid_swa and any(r.hybrid_swa_memory for r in self.roles())
 
-    @property
-    def swa_head_slice(self) -> bool:
-        """The SWA state goes through `_get_mha_head_slice_blocks`: unequal TP, hybrid SWA, not MLA."""
-        return self.unequal and self.hybrid_swa and not self.mla
-
     def kv_entries(self, role: EffectiveRole) -> int:
         """KV buffers a role registers for transfer: one page envelope with unified memory, else K and V per layer."""
         return 1 if role.unified_memory else 2 * self.spec.num_layers

@@ -223,7 +223,6 @@ class Scheduler(PDHandoff):
         self._running.remove(req)
         self.pages.release(req.seq)
         req.seq, req.retracted, req.prefilled, req.state = None, True, 0, "waiting"
-        req.retractions += 1
         self.retracted += 1
         self.metrics.retracted()
         self._waiting.appendleft(req)

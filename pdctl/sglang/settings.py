@@ -153,10 +153,6 @@ class ServerSettings:
     def staging(self) -> bool:
         return bool(env_bool(self.env, ENV_STAGING))
 
-    @property
-    def speculative(self) -> str | None:
-        value = self.values.get("speculative_algorithm")
-        return None if value in (None, "", "None") else str(value)
 
 
 # PD timeouts SGLang reads from the environment (environ.py, 0.5.23; the same names and defaults from 0.5.16):
