@@ -1,18 +1,19 @@
-"""Where the candidate and the reference are, and which URLs to flush for a cold or a warm send.
+"""The one resolver of a deployment target, shared by `pdctl eval`, `parity` and `bench serve`: a URL given
+directly (with the servers behind it), or a `pdctl launch` run dir (its router, its prefill and decode
+servers, its state), checked to answer before any work starts.
 
-Why this is more than a URL: a cold comparison needs *every* cache of the deployment empty (prefill's prefix
-cache and decode's), and a warm one needs decode's empty but prefill's kept, so parity must know the
-prefill and decode servers behind a router. A run dir's state.json names them; with a bare --candidate URL
-the user may name decode servers with --decode-url (else warm flushes nothing between its two sends, and
-cold flushes through the URL itself — SGLang's router forwards /flush_cache to every worker).
-
-`--reference-topology FILE` launches a reference deployment for the run with pdctl.launch and tears it down
-afterwards, whatever happens in between.
+Why more than a URL: a cold parity comparison needs *every* cache of the deployment empty (prefill's prefix
+cache and decode's), and a warm one needs decode's empty but prefill's kept, so the prefill and decode servers
+behind a router are part of the target. A run dir's state.json names them; with a bare URL the user may name
+decode servers (--decode-url), else a PD router's GET /workers lists them (without either, warm flushes nothing
+between its two sends, and cold flushes through the URL itself — SGLang's router forwards /flush_cache to every
+worker). A deployment launched for one command (parity's --reference-topology, bench serve's
+--control-topology) is pdctl.launch.scoped's; it yields a Target too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,15 @@ INFO_TIMEOUT_S = 10.0
 
 @dataclass(frozen=True)
 class Target:
-    """A server parity sends to: the URL requests go to, what to flush for cold, what to flush for warm."""
+    """A deployment a command talks to: the URL requests go to, what to flush for cold, what to flush for warm,
+    and the run it is when it was launched by pdctl."""
 
     url: str
     flush_all: list[str] = field(default_factory=list)  # cold: every cache (empty = flush `url` itself)
     flush_decode: list[str] = field(default_factory=list)  # warm: decode caches only (empty = none)
     prefill_urls: list[str] = field(default_factory=list)
+    run_dir: Path | None = None  # the pdctl run it is (None: a URL given directly)
+    state: dict[str, Any] = field(default_factory=dict)  # that run's state.json
 
     @property
     def cold_flush_urls(self) -> list[str]:
@@ -89,8 +93,33 @@ def target_from_state(state: dict[str, Any], *, where: str = "run") -> Target:
 
 
 def target_from_run_dir(run_dir: str | Path | None) -> Target:
-    """The candidate of a `pdctl launch` run (RUN_DIR, or the latest run when None)."""
-    return target_from_state(read_state(run_dir), where=f"run {resolve_run_dir(run_dir)}")
+    """The deployment of a `pdctl launch` run (RUN_DIR, or the latest run when None), with its run dir and state."""
+    path = resolve_run_dir(run_dir)
+    state = read_state(path)
+    return replace(target_from_state(state, where=f"run {path}"), run_dir=path, state=state)
+
+
+def url_target(url: str, *, decode_urls: tuple[str, ...] = (), prefill_urls: tuple[str, ...] = ()) -> Target:
+    """A URL with the servers behind it: those named, else those a PD router lists (GET /workers), so that warm
+    flushes only decode and server facts come from a prefill, as with a run dir."""
+    if not decode_urls and not prefill_urls:
+        found_prefill, found_decode = discover_workers(get_json(url, "/workers"))
+        if found_prefill and found_decode:
+            prefill_urls, decode_urls = tuple(found_prefill), tuple(found_decode)
+    return target_from_url(url, decode_urls=decode_urls, prefill_urls=prefill_urls)
+
+
+def resolve(url: str | None, run_dir: str | Path | None, *, what: str | None = None,
+            decode_urls: tuple[str, ...] = (), prefill_urls: tuple[str, ...] = ()) -> Target:
+    """The target of a command: URL when given (with the servers behind it), else the deployment of RUN_DIR (or
+    the latest run). UserError (exit 2) when it does not answer at all; WHAT names it in that message (default
+    for a run: "the router of run DIR")."""
+    if url is not None:
+        check_reachable(url, what or "--url")  # before asking it for its workers
+        return url_target(url, decode_urls=decode_urls, prefill_urls=prefill_urls)
+    target = target_from_run_dir(run_dir)
+    check_reachable(target.url, what or f"the router of run {target.run_dir}")
+    return target
 
 
 def get_json(url: str, *paths: str) -> dict[str, Any] | None:

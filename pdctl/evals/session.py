@@ -21,6 +21,7 @@ from pdctl.evals.gsm8k.prompt import build_prompt, few_shot_prefix
 from pdctl.evals.results import ResultsWriter, request_key, resumable
 from pdctl.evals.runner import Job, RunOutcome, run_jobs
 from pdctl.evals.summary import summarize
+from pdctl.target import target_from_state
 
 
 @dataclass
@@ -78,7 +79,7 @@ def _target(opts: EvalOptions) -> tuple[str, Path | None, dict[str, Any]]:
                 raise UserError(f"{exc.message} (or pass --url URL of a server or router)") from exc
             raise
         state = runs.read_state(run_dir)
-    url = opts.url or runs.router_url(run_dir)
+    url = opts.url or target_from_state(state, where=f"run {run_dir}").url  # the run's router (pdctl.target)
     if not url.startswith(("http://", "https://")):
         raise UserError(f"--url must start with http:// or https://, got {url!r}")
     return url.rstrip("/"), run_dir, state

@@ -84,12 +84,3 @@ def _check_record(record: dict[str, Any], path: Path) -> None:
     for key, kind in _RECORD_KEYS.items():
         if not isinstance(record.get(key), kind) or isinstance(record.get(key), bool):
             raise UserError(f"{path}: {who} has no valid `{key}` (not written by pdctl launch?)")
-
-
-def router_url(run_dir: str | Path | None) -> str:
-    """The router URL of a run: what `eval` and `parity` talk to after `pdctl launch`."""
-    state = read_state(run_dir)
-    url = (state.get("router") or {}).get("url")
-    if not url:
-        raise UserError(f"run {resolve_run_dir(run_dir)} has no router URL in its state")
-    return str(url)

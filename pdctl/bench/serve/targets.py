@@ -1,8 +1,9 @@
 """The deployments a sweep runs against: where requests go, how many GPUs serve them, which tokenizer counts.
 
 A deployment is a URL (usually the router) given directly, a `pdctl launch` run dir (its router, and the
-launched topology for GPUs and `bench:` defaults), or — for the control — a topology launched for the run and
-torn down afterwards, exactly as `pdctl parity --reference-topology` does (pdctl.target).
+launched topology for GPUs and `bench:` defaults) — both resolved by pdctl.target, as eval and parity do — or,
+for the control, a topology launched for the run and torn down afterwards, exactly as `pdctl parity
+--reference-topology` does (pdctl.launch.scoped).
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ from typing import Any
 from pdctl.bench.serve.tokenizer import write_byte_tokenizer
 from pdctl.errors import UserError
 from pdctl.launch.scoped import launched_reference
-from pdctl.runs import resolve_run_dir
-from pdctl.target import check_reachable, get_json, target_from_run_dir
+from pdctl.runs.state import TOPOLOGY_COPY
+from pdctl.target import get_json, resolve
 from pdctl.topology import load_topology
 
 REFERENCE_MODEL_TYPE = "pdctl-reference"
 
 
 @dataclass(frozen=True)
-class Deployment:
+class Side:
     """One side of the comparison."""
 
     label: str  # "candidate" | "control"
@@ -61,42 +62,41 @@ def discovered_gpus(url: str) -> int | None:
     return None if not counts or any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
-def from_url(label: str, url: str, gpus: int | None) -> Deployment:
+def from_url(label: str, url: str, gpus: int | None) -> Side:
     """A deployment given by URL (UserError when it does not answer)."""
-    check_reachable(url, f"--{'url' if label == 'candidate' else 'control-url'}")
-    url = url.rstrip("/")
-    return Deployment(label, url, gpus if gpus is not None else discovered_gpus(url), url)
+    url = resolve(url, None, what=f"--{'url' if label == 'candidate' else 'control-url'}").url
+    return Side(label, url, gpus if gpus is not None else discovered_gpus(url), url)
 
 
-def from_run_dir(run_dir: str | None, gpus: int | None) -> Deployment:
+def from_run_dir(run_dir: str | None, gpus: int | None) -> Side:
     """The router of a `pdctl launch` run (the latest when RUN_DIR is None), with its launched topology."""
-    path = resolve_run_dir(run_dir)
-    target = target_from_run_dir(path)
-    check_reachable(target.url, f"the router of run {path}")
+    target = resolve(None, run_dir)
+    path = target.run_dir
+    assert path is not None
     topo = None
-    copy = path / "topology.yaml"
+    copy = path / TOPOLOGY_COPY
     if copy.is_file():
         topo = load_topology(copy)
     count = gpus if gpus is not None else (topology_gpus(topo) if topo is not None else discovered_gpus(target.url))
-    return Deployment("candidate", target.url, count, str(path), topo)
+    return Side("candidate", target.url, count, str(path), topo)
 
 
-def with_topology(side: Deployment, topology_file: str, gpus: int | None) -> Deployment:
+def with_topology(side: Side, topology_file: str, gpus: int | None) -> Side:
     """SIDE with the bench defaults and GPU count of TOPOLOGY_FILE (`--topology` next to `--url`)."""
     if not Path(topology_file).is_file():
         raise UserError(f"--topology {topology_file}: no such file")
     topo = load_topology(topology_file)
-    return Deployment(side.label, side.url, gpus if gpus is not None else topology_gpus(topo), side.source, topo)
+    return Side(side.label, side.url, gpus if gpus is not None else topology_gpus(topo), side.source, topo)
 
 
 @contextlib.contextmanager
-def launched_control(topology_file: str, *, timeout: float, gpus: int | None) -> Iterator[Deployment]:
+def launched_control(topology_file: str, *, timeout: float, gpus: int | None) -> Iterator[Side]:
     """The control topology launched for the block (pdctl.launch), torn down afterwards whatever happens."""
     if not Path(topology_file).is_file():
         raise UserError(f"--control-topology {topology_file}: no such file")
     topo = load_topology(topology_file)  # bad topology: exit 2 before anything is launched
     with launched_reference(topology_file, timeout=timeout) as target:
-        yield Deployment("control", target.url, gpus if gpus is not None else topology_gpus(topo),
+        yield Side("control", target.url, gpus if gpus is not None else topology_gpus(topo),
                          topology_file, topo)
 
 
