@@ -15,8 +15,8 @@ from typing import Any
 from pdctl import runs
 from pdctl.errors import UserError
 from pdctl.evals.client import API_PATHS, RequestConfig, check_reachable, discover_model
+from pdctl.evals.defaults import eval_defaults
 from pdctl.evals.gsm8k.data import EvalData, load_eval_data
-from pdctl.evals.gsm8k.defaults import eval_defaults
 from pdctl.evals.gsm8k.prompt import build_prompt, few_shot_prefix
 from pdctl.evals.results import ResultsWriter, request_key, resumable
 from pdctl.evals.runner import Job, RunOutcome, run_jobs

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pdctl.errors import UserError
-from pdctl.evals.gsm8k.defaults import BUILTIN, eval_defaults
+from pdctl.evals.defaults import BUILTIN, eval_defaults
 from pdctl.evals.results import ResultsWriter, read_records, resumable
 from pdctl.evals.summary import summarize
 from tests.support.net import free_port
