@@ -1,4 +1,4 @@
-"""One GSM8K request over SGLang's native or OpenAI-compatible API, with bounded retries.
+"""One eval request over SGLang's native or OpenAI-compatible API, with bounded retries.
 
 Why retries here: a PD deployment drops the odd request (a prefill restarting, a router 503 while a worker
 is unhealthy); one lost request should not sink a 1319-question eval, but a request that keeps failing must
@@ -17,7 +17,6 @@ from typing import Any
 import httpx
 
 from pdctl.errors import UserError
-from pdctl.evals.gsm8k.prompt import STOP
 
 #: --api value -> endpoint path.
 API_PATHS: dict[str, str] = {"generate": "/generate", "completion": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -34,6 +33,7 @@ class RequestConfig:
     timeout_s: float = 600.0
     retries: int = 3
     backoff_s: float = 0.5
+    stop: tuple[str, ...] = ()  # the eval's stop strings (pdctl.evals.base.Eval.stop)
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class RequestFailed(Exception):
 
 
 def build_body(cfg: RequestConfig, prompt: str) -> dict[str, Any]:
-    """The JSON body for PROMPT on cfg.api: greedy, cfg.max_new_tokens, few_shot_gsm8k's stop strings.
+    """The JSON body for PROMPT on cfg.api: greedy, cfg.max_new_tokens, the eval's stop strings.
 
     The chat API gets the prompt as one user message and no stop strings, as SGLang's run_eval does (a
     chat template already ends the turn; "Question" would cut a reasoning model's analysis short).
@@ -69,13 +69,13 @@ def build_body(cfg: RequestConfig, prompt: str) -> dict[str, Any]:
     if cfg.api == "generate":
         return {
             "text": prompt,
-            "sampling_params": {"temperature": 0.0, "max_new_tokens": cfg.max_new_tokens, "stop": list(STOP)},
+            "sampling_params": {"temperature": 0.0, "max_new_tokens": cfg.max_new_tokens, "stop": list(cfg.stop)},
         }
     body: dict[str, Any] = {"temperature": 0.0, "max_tokens": cfg.max_new_tokens}
     if cfg.model:
         body["model"] = cfg.model
     if cfg.api == "completion":
-        body.update(prompt=prompt, stop=list(STOP))
+        body.update(prompt=prompt, stop=list(cfg.stop))
     elif cfg.api == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:

@@ -11,14 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from pdctl.errors import UserError
+from pdctl.evals.base import Item
 from pdctl.evals.client import Completion
-from pdctl.evals.gsm8k.data import Item
-from pdctl.evals.gsm8k.scoring import score
 
 
 def request_key(prompt: str, api: str, max_new_tokens: int) -> str:
@@ -27,15 +26,16 @@ def request_key(prompt: str, api: str, max_new_tokens: int) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def make_record(item: Item, key: str, completion: Completion | None, error: str | None, attempts: int) -> dict:
-    """The JSONL record of ITEM: scores of the completion, or of an empty output when it failed (`error`).
+def make_record(item: Item, key: str, completion: Completion | None, error: str | None, attempts: int,
+                score: Callable[[str, Item], dict[str, Any]]) -> dict:
+    """The JSONL record of ITEM: the eval's SCORE of the completion, or of an empty output when it failed
+    (`error`).
 
     A failed item scores as an empty answer (wrong, invalid), as in SGLang's run_eval, so that every metric
     stays a fraction of all questions asked.
     """
     output = completion.text if completion is not None else ""
-    s = score(output, item.answer)
-    record: dict[str, Any] = {"index": item.index, "key": key, "question": item.question, **asdict(s)}
+    record: dict[str, Any] = {"index": item.index, "key": key, "question": item.question, **score(output, item)}
     record.update(
         output=output,
         error=error,

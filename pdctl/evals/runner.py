@@ -14,12 +14,15 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
+from pdctl.evals.base import Item
 from pdctl.evals.client import Completion, RequestConfig, RequestFailed, complete
-from pdctl.evals.gsm8k.data import Item
 from pdctl.evals.results import ResultsWriter, make_record
+
+Score = Callable[[str, Item], dict[str, Any]]  # pdctl.evals.base.Eval.score
 
 
 @dataclass
@@ -40,13 +43,13 @@ class RunOutcome:
     interrupted: bool = False
 
 
-async def _ask(client: httpx.AsyncClient, cfg: RequestConfig, job: Job) -> dict:
+async def _ask(client: httpx.AsyncClient, cfg: RequestConfig, job: Job, score: Score) -> dict:
     try:
         completion: Completion | None = await complete(client, cfg, job.prompt)
         error, attempts, history = None, completion.attempts, None
     except RequestFailed as exc:
         completion, error, attempts, history = None, exc.message, exc.attempts, exc.history
-    record = make_record(job.item, job.key, completion, error, attempts)
+    record = make_record(job.item, job.key, completion, error, attempts, score)
     if history:
         record["error_history"] = history
     return record
@@ -57,10 +60,12 @@ async def run_jobs(
     cfg: RequestConfig,
     parallel: int,
     writer: ResultsWriter,
+    score: Score,
     on_record: Callable[[dict], None] | None = None,
     stop: asyncio.Event | None = None,
 ) -> RunOutcome:
-    """Ask every job with PARALLEL in flight; write and report each record; return early when STOP is set.
+    """Ask every job with PARALLEL in flight, SCORE each answer (the eval's scorer); write and report each
+    record; return early when STOP is set.
 
     When run in the main thread, SIGINT sets STOP (a clean stop) instead of raising KeyboardInterrupt.
     """
@@ -86,7 +91,7 @@ async def run_jobs(
                     job = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                record = await _ask(client, cfg, job)
+                record = await _ask(client, cfg, job, score)
                 writer.write(record)  # even if a stop came meanwhile: it is a finished answer
                 outcome.records.append(record)
                 if on_record is not None:

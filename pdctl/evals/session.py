@@ -1,4 +1,5 @@
-"""One `pdctl eval gsm8k` from options to verdict: where to send, what to ask, what to keep, then run.
+"""One `pdctl eval NAME` from options to verdict: where to send, what to ask, what to keep, then run — for any
+eval (pdctl.evals.base.Eval: its data, prompt and scorer; pdctl.evals.registry.EVALS).
 
 Why a module of its own: the CLI only parses options and renders, and the benchmark and tests drive the same
 steps (resolve the target, load data, build prompts, pick up a results file, run, summarise) without a shell.
@@ -14,10 +15,9 @@ from typing import Any
 
 from pdctl import runs
 from pdctl.errors import UserError
+from pdctl.evals.base import Eval, EvalData
 from pdctl.evals.client import API_PATHS, RequestConfig, check_reachable, discover_model
 from pdctl.evals.defaults import eval_defaults
-from pdctl.evals.gsm8k.data import EvalData, load_eval_data
-from pdctl.evals.gsm8k.prompt import build_prompt, few_shot_prefix
 from pdctl.evals.results import ResultsWriter, request_key, resumable
 from pdctl.evals.runner import Job, RunOutcome, run_jobs
 from pdctl.evals.summary import summarize
@@ -49,8 +49,9 @@ class EvalOptions:
 
 @dataclass
 class PreparedEval:
-    """Everything decided before the first request: the target, the settings, and the work left to do."""
+    """Everything decided before the first request: the eval, the target, the settings, and the work left."""
 
+    eval: Eval
     url: str
     settings: dict[str, Any]
     settings_source: str
@@ -91,15 +92,16 @@ def _positive(name: str, value: Any) -> int:
     return value
 
 
-def prepare(opts: EvalOptions) -> PreparedEval:
-    """Resolve target and settings, load data, build prompts, and (with --resume) drop what is already done.
+def prepare(ev: Eval, opts: EvalOptions) -> PreparedEval:
+    """EV as OPTS ask: resolve target and settings, load the eval's data, build its prompts, and (with
+    --resume) drop what is already done.
 
     Raises UserError for bad options, unreadable data, or an unreachable URL.
     """
     if opts.api not in API_PATHS:
         raise UserError(f"--api must be one of {', '.join(API_PATHS)}, got {opts.api!r}")
     url, run_dir, state = _target(opts)
-    defaults, source = eval_defaults(opts.topology, run_dir, state)
+    defaults, source = eval_defaults(ev, opts.topology, run_dir, state)
     given = {"num_questions": opts.num_questions, "num_shots": opts.num_shots, "parallel": opts.parallel,
              "max_new_tokens": opts.max_new_tokens, "floor": opts.floor}
     settings = {k: (v if v is not None else defaults[k]) for k, v in given.items()}
@@ -107,12 +109,12 @@ def prepare(opts: EvalOptions) -> PreparedEval:
         _positive("--" + name.replace("_", "-"), settings[name])
     if opts.timeout_s <= 0 or opts.retries < 0:
         raise UserError("--timeout must be > 0 and --retries >= 0")
-    results = Path(opts.results) if opts.results else (run_dir / "eval" / "gsm8k.jsonl" if run_dir else None)
+    results = Path(opts.results) if opts.results else (run_dir / "eval" / f"{ev.name}.jsonl" if run_dir else None)
     if opts.resume and results is None:
         raise UserError("--resume needs the results file to continue from: pass --results PATH")
 
-    data = load_eval_data(data_file=opts.data_file, shots_file=opts.shots_file,
-                          num_questions=settings["num_questions"], num_shots=settings["num_shots"])
+    data = ev.load(data_file=opts.data_file, shots_file=opts.shots_file,
+                   num_questions=settings["num_questions"], num_shots=settings["num_shots"])
     try:
         check_reachable(url)
     except UserError as exc:
@@ -122,16 +124,13 @@ def prepare(opts: EvalOptions) -> PreparedEval:
         raise
     model = opts.model or (discover_model(url) if opts.api != "generate" else None)
     request = RequestConfig(url=url, api=opts.api, max_new_tokens=settings["max_new_tokens"], model=model,
-                            timeout_s=opts.timeout_s, retries=opts.retries)
-    prefix = few_shot_prefix(data.shots)
-    jobs = []
-    for item in data.questions:
-        prompt = build_prompt(prefix, item)
-        jobs.append(Job(item=item, prompt=prompt, key=request_key(prompt, opts.api, settings["max_new_tokens"])))
+                            timeout_s=opts.timeout_s, retries=opts.retries, stop=ev.stop)
+    jobs = [Job(item=item, prompt=prompt, key=request_key(prompt, opts.api, settings["max_new_tokens"]))
+            for item, prompt in zip(data.questions, ev.prompts(data))]
     kept: dict[int, dict] = {}
     if opts.resume and results is not None:
         kept = resumable(results, {job.item.index: job.key for job in jobs})
-    return PreparedEval(url=url, settings=settings, settings_source=source, data=data, request=request,
+    return PreparedEval(eval=ev, url=url, settings=settings, settings_source=source, data=data, request=request,
                         jobs=[j for j in jobs if j.item.index not in kept], kept=list(kept.values()),
                         results=results, max_errors=opts.max_errors)
 
@@ -141,7 +140,8 @@ def execute(prep: PreparedEval,
     """Run the remaining jobs; return (verdict document, this run's outcome, all records in question order)."""
     writer = ResultsWriter(prep.results, keep=prep.kept)
     try:
-        outcome = asyncio.run(run_jobs(prep.jobs, prep.request, prep.settings["parallel"], writer, on_record))
+        outcome = asyncio.run(run_jobs(prep.jobs, prep.request, prep.settings["parallel"], writer, prep.eval.score,
+                                       on_record))
     finally:
         writer.close()
     order = {item.index: i for i, item in enumerate(prep.data.questions)}
@@ -154,6 +154,7 @@ def execute(prep: PreparedEval,
         wall_s=outcome.wall_s,
         new_completion_tokens=sum(int(r.get("completion_tokens") or 0) for r in outcome.records),
         interrupted=outcome.interrupted,
+        rates=prep.eval.rates,
     )
     summary.update(
         url=prep.url,

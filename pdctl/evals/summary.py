@@ -6,7 +6,7 @@ a results file read back later, and a reader can recompute every number from the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -23,13 +23,14 @@ def summarize(
     wall_s: float,
     new_completion_tokens: int,
     interrupted: bool = False,
+    rates: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """CLI.md's eval document over RECORDS (one per answered question).
 
     Rates are fractions of the answered records (all NUM_QUESTIONS unless interrupted). `latency_s` and
     `output_throughput` measure this process only (WALL_S, NEW_COMPLETION_TOKENS): a resumed eval's earlier
     part ran at another time. `ok` = complete, accuracy >= floor (when one is set), errors <= max_errors
-    (when set).
+    (when set). RATES: the eval's other fractions (pdctl.evals.base.Eval.rates: key -> the record field counted).
     """
     answered = len(records)
     errors = sum(1 for r in records if r.get("error"))
@@ -46,9 +47,7 @@ def summarize(
     return {
         "ok": not reasons,
         "accuracy": accuracy,
-        "strict_accuracy": _fraction(records, "strict_correct"),
-        "flexible_accuracy": _fraction(records, "flexible_correct"),
-        "invalid": _fraction(records, "invalid"),
+        **{key: _fraction(records, record_field) for key, record_field in (rates or {}).items()},
         "num_questions": num_questions,
         "answered": answered,
         "correct": sum(1 for r in records if r.get("correct")),

@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from pdctl.errors import UserError
+from pdctl.evals.base import EvalData, Item
 from pdctl.evals.gsm8k.scoring import INVALID, label_value
 from pdctl.extras import missing_module_error
 from pdctl.jsonfiles import iter_jsonl
@@ -31,25 +31,6 @@ DATASET = "openai/gsm8k"
 CONFIG = "main"
 HUB_HOST = "huggingface.co"
 NETWORK_PROBE_TIMEOUT_S = 3.0
-
-
-@dataclass(frozen=True)
-class Item:
-    """One GSM8K problem. `index` is its position in its source, the key results and --resume use."""
-
-    index: int
-    question: str
-    answer: str
-
-
-@dataclass(frozen=True)
-class EvalData:
-    """What an eval asks (`questions`) and shows as examples (`shots`), and where each came from."""
-
-    questions: list[Item]
-    shots: list[Item]
-    source: str
-    shots_source: str
 
 
 def read_jsonl(path: str | Path) -> list[Item]:
