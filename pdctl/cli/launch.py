@@ -54,7 +54,7 @@ def _out(json_path: str | None):
 @click.option("--in-allocation", is_flag=True,
               help="Inside a Slurm allocation (salloc, an sbatch job): take its nodes, start every process as "
               "an srun step (what the submitted job runs).")
-@json_option("the plan (dry run, slurm script) or the run state")
+@json_option("the rendered deployment (dry run, slurm script) or the run state")
 def launch(
     topology: str,
     dry_run: bool,
@@ -92,7 +92,7 @@ def launch(
             loud=_loud, warning=_warning, note=_note, progress=view.update, on_ready=ready,
             on_preflight=lambda report: _preflight_seen(report, out), say=_job_line))
     if done.outcome == "dry-run":
-        _print_plan(done.deployment, out)
+        _print_deployment(done.deployment, out)
         out.print(f"[dim]plan written to {done.plan_file}[/]")
         for error in done.missing:  # the plan is written; launching it from here would be refused
             _warning(f"{error.message}; {error.detail}")
@@ -147,15 +147,16 @@ def _preflight_seen(report: Any, out: Any) -> None:
         print_report(report, err_console)
 
 
-def _print_plan(plan: Any, out: Any) -> None:
-    for node, procs in plan.by_node().items():
+def _print_deployment(deployment: Any, out: Any) -> None:
+    """Every command per node (--dry-run), then the router URL and the render's notes."""
+    for node, procs in deployment.by_node().items():
         out.print(f"[bold]# node {node}[/] ({procs[0].host})")
         for proc in procs:
             out.print(f"# {proc.name} (advertises {proc.advertise or proc.host})", style="dim", highlight=False)
             out.print(proc.command, markup=False, highlight=False, soft_wrap=True)
         out.print()
-    out.print(f"[bold]router URL:[/] {plan.router_url}")
-    for note in plan.notes:
+    out.print(f"[bold]router URL:[/] {deployment.router_url}")
+    for note in deployment.notes:
         out.print(f"[dim]note: {note}[/]")
 
 

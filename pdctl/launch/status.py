@@ -112,7 +112,7 @@ def run_watch(run_dir: Path, state: dict[str, Any] | None = None) -> Watch:
     """A metrics Watch over every HTTP-serving worker of the run and its router (status, status --watch)."""
     state = state if state is not None else read_state(run_dir)
     records = [r for r in state.get("processes", []) if started(r)]
-    return Watch([*worker_targets(records), router_target(state, _plan(Path(run_dir)))])
+    return Watch([*worker_targets(records), router_target(state, _deployment_doc(Path(run_dir)))])
 
 
 def live(run_dir: Path, state: dict[str, Any], watch: Watch, detector: StallDetector | None = None) -> dict[str, Any]:
@@ -142,7 +142,7 @@ def live(run_dir: Path, state: dict[str, Any], watch: Watch, detector: StallDete
     }
 
 
-def _plan(run_dir: Path) -> dict[str, Any] | None:
+def _deployment_doc(run_dir: Path) -> dict[str, Any] | None:
     """plan.json of the run, or None when it is missing or unreadable (metrics are then best effort)."""
     try:
         doc = json.loads((run_dir / DEPLOYMENT_FILE).read_text(encoding="utf-8"))

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from pdctl.bench.transfer.packed import chunk_ranges, gather, shape_pair_plan
+from pdctl.bench.transfer.packed import chunk_ranges, gather, shape_pair_layout
 from pdctl.bench.transfer.packed import descriptors as packed_descriptors
 from pdctl.bench.transfer.peer import PeerProcess
 from pdctl.bench.transfer.rankmem import KVShape, RankMemory, global_kv
@@ -283,7 +283,7 @@ def _packed_plan(cfg, shape, backends, peers, ranks, remote) -> dict[str, Any]: 
     plans, staging, descs = {}, {}, {}
     for p, d in peers:
         pages = {name: ranks[p].page_ids(name) for name in layers}
-        plan = shape_pair_plan(shape, pages, src_tp=cfg.prefill_tp, dst_tp=cfg.decode_tp, src_rank=p, dst_rank=d)
+        plan = shape_pair_layout(shape, pages, src_tp=cfg.prefill_tp, dst_tp=cfg.decode_tp, src_rank=p, dst_rank=d)
         plans[(p, d)] = plan
         if plan.gather:
             staging[(p, d)] = buf = np.zeros(plan.nbytes, dtype=np.uint8)
