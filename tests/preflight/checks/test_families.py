@@ -15,7 +15,7 @@ from pdctl.render.deployment import render
 from pdctl.render.transfer import with_nvlink
 from tests.support.topo_factory import make
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 H100 = (DATA / "nvidia-smi-q-h100-hgx.txt").read_text()
 IB = (DATA / "ib-sysfs-h100.txt").read_text()
 
