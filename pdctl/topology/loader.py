@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from pdctl.errors import UserError
 from pdctl.topology.model import SERVER_KEYS, RoleSpec, Topology, TopologyFile
+from pdctl.topology.overrides import apply_overrides
 from pdctl.topology.sections import MODE_SECTIONS
 from pdctl.topology.yamltree import (
     MAX_FILE_BYTES,
@@ -295,8 +296,6 @@ def build_topology(data: Any, source: str = "<data>", positions: Positions | Non
     OVERRIDES: `--set KEY=VALUE` applied to DATA first (pdctl.topology.overrides); their errors name them."""
     positions = positions or Positions()
     if overrides:
-        from pdctl.topology.overrides import apply_overrides
-
         data = apply_overrides(data, overrides, positions)
     if not isinstance(data, dict):
         pos = positions.value_at(())
