@@ -33,7 +33,7 @@ from pdctl.launch.gate import (
 from pdctl.launch.submit import sbatch_script, submit_topology
 from pdctl.launch.supervisor import Progress, refuse_running, supervise
 from pdctl.preflight.report import PreflightReport
-from pdctl.preflight.runner import DEFAULT_TOKENS, run_preflight
+from pdctl.preflight.runner import DEFAULT_DEADLINE_S, DEFAULT_TOKENS, run_preflight
 from pdctl.render.deployment import render
 from pdctl.render.kinds import AUTO, executor_kind
 from pdctl.render.sbatch import SCRIPT_NAME
@@ -199,7 +199,8 @@ def launch_topology(
 
 
 def check_nodes(topo: Topology, *, executor: str = AUTO, skip_transfer: bool = False, tokens: int = DEFAULT_TOKENS,
-                timeout: float = 60.0, progress: Say | None = None) -> PreflightReport:
+                timeout: float = 60.0, progress: Say | None = None, transfers: str = "cover",
+                deadline: float | None = DEFAULT_DEADLINE_S) -> PreflightReport:
     """`pdctl preflight`: TOPO's nodes checked as a launch would reach them (EXECUTOR: a kind, or auto). A
     Slurm topology is bound to the allocation this process runs in first (pdctl.executors.slurm_allocation);
     then it is rendered once and preflight reads that deployment."""
@@ -207,4 +208,4 @@ def check_nodes(topo: Topology, *, executor: str = AUTO, skip_transfer: bool = F
     if kind == "slurm":
         topo = slurm_nodes(topo)
     return run_preflight(render(topo, executor=kind), skip_transfer=skip_transfer, tokens=tokens, timeout=timeout,
-                         progress=progress)
+                         progress=progress, transfers=transfers, deadline=deadline)

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -102,16 +103,18 @@ class PeerProcess:
 
 
 class DecodeSide:
-    """Decode ranks' memory, endpoints and per-pair packed layouts."""
+    """Decode ranks' memory, endpoints and per-pair packed layouts. REPLY sends one protocol line (the
+    preflight transfer agent tags it with its pair); the setup's `tag` keeps endpoint names distinct."""
 
-    def __init__(self, cfg: dict[str, Any]) -> None:
+    def __init__(self, cfg: dict[str, Any], reply: Callable[[dict[str, Any]], None] = reply) -> None:
+        self.reply = reply
         self.shape = KVShape(**cfg["shape"])
         self.p_tp, self.d_tp = int(cfg["prefill_tp"]), int(cfg["decode_tp"])
         full, swa = global_kv(self.shape, int(cfg["seed"]))
         self.kv = {"full": full, "swa": swa}
         self.ranks = [RankMemory(self.shape, self.d_tp, d) for d in range(self.d_tp)]
         host = str(cfg.get("host") or "127.0.0.1")
-        self.backends = [create_backend(cfg["backend"], f"bench-decode{d}", host=host) for d in range(self.d_tp)]
+        self.backends = [create_backend(cfg["backend"], f"bench-decode{d}{cfg.get('tag', '')}", host=host) for d in range(self.d_tp)]
         self.layouts: dict[tuple[int, int], Any] = {}
         self.staging: dict[tuple[int, int], np.ndarray] = {}
         layers = self.shape.pool_layers()
@@ -145,7 +148,7 @@ class DecodeSide:
             mem.clear()
         for buf in self.staging.values():
             buf.fill(0)
-        reply({"armed": True})
+        self.reply({"armed": True})
         deadline = time.monotonic() + timeout
         seen: set[tuple[int, int, int]] = set()
         scatter_s = 0.0
