@@ -169,17 +169,26 @@ def _print_transfers(report: Any, out: Any) -> None:
         out.print(table)
 
 
+BRIEF_ROWS = 8  # a passed preflight lists its transfers one per line up to this many, else sums them up
+
+
 def print_brief(report: Any, out: Any) -> None:
-    """A passed preflight in a few lines (what `pdctl launch` prints before starting): the plan, the slowest
-    transfer and the paths the bytes took."""
+    """A passed preflight in a few lines (what `pdctl launch` prints before starting): the plan, then each
+    transfer (GB/s, us per descriptor, the path) — or, past BRIEF_ROWS of them, the slowest and the paths."""
     from rich.markup import escape
 
     out.print(f"[green]preflight passed[/]: {len(report.nodes)} node(s) in {report.wall_s:.1f}s")
     line = _plan_line(report)
-    if line and report.transfers:
+    if line:
+        out.print(f"  {line}", highlight=False)
+    if len(report.transfers) > BRIEF_ROWS:
         slowest = min(report.transfers, key=lambda t: t.gbps)
         paths = sorted({t.transport for t in report.transfers})
-        out.print(f"  {line}: {len(report.transfers)} verified; slowest {slowest.source} -> {slowest.target} "
+        out.print(f"  {len(report.transfers)} transfers verified; slowest {slowest.source} -> {slowest.target} "
                   f"{slowest.gbps:.3f} GB/s; over {escape(', '.join(paths))}", highlight=False)
+    else:
+        for t in report.transfers:
+            out.print(f"  transfer {t.source} -> {t.target}: {t.gbps:.3f} GB/s, {t.us_per_descriptor:.1f} "
+                      f"us/descriptor over {escape(t.transport)}", highlight=False)
     for note in report.notes:
         out.print(f"  [dim]note: {escape(note)}[/]")
