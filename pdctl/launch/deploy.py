@@ -74,6 +74,7 @@ class LaunchHooks:
     progress: Progress | None = None  # per process: starting | waiting | healthy | failed | stopped
     on_ready: Callable[[dict[str, Any]], None] | None = None  # foreground: the deployment is up
     on_preflight: Callable[[PreflightReport], None] | None = None
+    preflight_progress: Say | None = None  # preflight's steps: each node probed, each transfer finished
     say: Say | None = None  # a submitted job's output, line by line
 
 
@@ -136,7 +137,7 @@ def launch(topo: Topology, options: LaunchOptions, hooks: LaunchHooks | None = N
     require_runnable_here(deployment)  # a CLI-only install: say which extra, before anything starts
     if options.preflight:
         refuse_running(run_dir)  # a live deployment there would fail preflight's port checks less clearly
-        deployment = preflight_gate(deployment, on_report=hooks.on_preflight,
+        deployment = preflight_gate(deployment, on_report=hooks.on_preflight, progress=hooks.preflight_progress,
                                     shared_dir=run_dir if options.in_allocation else None)
     done = supervise(deployment, run_dir, timeout=options.timeout, detach=options.detach, progress=hooks.progress,
                      on_ready=hooks.on_ready, remember=options.remember, state=state)
