@@ -29,9 +29,9 @@ import threading
 from dataclasses import fields
 from typing import Any
 
-from pdctl.bench.transfer.peer import DecodeSide
+from pdctl.bench.transfer.peer import DecodeSide, next_answer
 from pdctl.bench.transfer.run import PEER_SLACK_S, run_bench
-from pdctl.errors import CheckFailed, PdctlError
+from pdctl.errors import PdctlError
 from pdctl.plan.request import BenchConfig
 from pdctl.preflight.wire import BEGIN, END, READY, RESULT, TO_PEER
 from pdctl.procexit import die_with_parent
@@ -64,15 +64,7 @@ class SessionPeer:
         emit(TO_PEER, {"pair": self.pair, "to": "decode", "msg": doc})
 
     def recv(self) -> dict[str, Any]:
-        try:
-            doc = self.inbox.get(timeout=self.timeout)
-        except queue.Empty:
-            raise CheckFailed(f"decode side of the bench did not answer within {self.timeout:g}s") from None
-        if doc is None:
-            raise CheckFailed("decode side of the bench is gone (its agent ended)")
-        if "error" in doc:
-            raise CheckFailed(f"decode side of the bench failed: {doc['error']}")
-        return doc
+        return next_answer(self.inbox, self.timeout, lambda: "decode side of the bench is gone (its agent ended)")
 
     def exit_note(self) -> str:
         return ""

@@ -35,6 +35,21 @@ def reply(doc: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def next_answer(answers: queue.Queue[Any], timeout: float, gone: Callable[[], str]) -> dict[str, Any]:
+    """The decode side's next answer (a JSON line or document) within TIMEOUT; CheckFailed when it does not
+    come, when the side is gone (None: GONE says how) or when it reports an error."""
+    try:
+        answer = answers.get(timeout=timeout)
+    except queue.Empty:
+        raise CheckFailed(f"decode side of the bench did not answer within {timeout:g}s") from None
+    if answer is None:
+        raise CheckFailed(gone())
+    doc = json.loads(answer) if isinstance(answer, str) else answer
+    if "error" in doc:
+        raise CheckFailed(f"decode side of the bench failed: {doc['error']}")
+    return doc
+
+
 class PeerProcess:
     """The driver's handle on this module run as a child process (`bench-transfer`'s decode side).
 
@@ -68,20 +83,14 @@ class PeerProcess:
         self.proc.stdin.flush()
 
     def recv(self) -> dict[str, Any]:
+        return next_answer(self._answers, self.timeout, self._gone)
+
+    def _gone(self) -> str:
         try:
-            line = self._answers.get(timeout=self.timeout)
-        except queue.Empty:
-            raise CheckFailed(f"decode side of the bench did not answer within {self.timeout:g}s") from None
-        if line is None:
-            try:
-                code: int | None = self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                code = None
-            raise CheckFailed(f"decode side of the bench exited (code {code})")
-        doc = json.loads(line)
-        if "error" in doc:
-            raise CheckFailed(f"decode side of the bench failed: {doc['error']}")
-        return doc
+            code: int | None = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        return f"decode side of the bench exited (code {code})"
 
     def exit_note(self) -> str:
         """'' while the child runs; else '; decode side of the bench exited (code N)' (why a transfer failed)."""
