@@ -79,3 +79,27 @@ def test_an_expired_deadline_names_what_still_ran_and_fails(cluster: dict) -> No
     uncovered = {n["node"] for n in doc["nodes"] for c in n["checks"]
                  if c["check"] == "transfer.coverage" and not c["ok"]}
     assert uncovered and uncovered <= {f"p{x}" for x in PREFILL} | {f"d{x}" for x in DECODE}
+
+
+def test_an_unreached_node_is_a_coverage_failure_and_the_others_run_in_two_rounds(cluster: dict) -> None:
+    """Host h's sshd is not where the topology says: it fails `reach` and `transfer.coverage` (never a silent
+    gap), and the plan covers the 7 reached nodes: 4 prefill x 3 decode in 4 pairs, so one decode node takes
+    two pairs, in two rounds."""
+    import yaml
+
+    doc = yaml.safe_load(cluster["topo"].read_text())
+    node = next(n for n in doc["nodes"] if n["name"] == "dh")
+    node["ssh"]["port"] = 2222  # nothing listens there on host h: connection refused
+    topo = cluster["tmp"] / "scale8-unreached.yaml"
+    topo.write_text(yaml.safe_dump(doc, sort_keys=False))
+    done = pdctl("preflight", str(topo), "--json", "-", "--tokens", "128", cwd=cluster["tmp"], timeout=600)
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and not report["ok"]
+    failed = {(n["node"], c["check"]) for n in report["nodes"] for c in n["checks"]
+              if not c["ok"] and c["severity"] == "error"}
+    assert failed == {("dh", "reach"), ("dh", "transfer.coverage")}, failed
+    plan = report["transfer_plan"]
+    assert len(plan["pairs"]) == 4 and len(plan["rounds"]) == 2
+    assert "dh" not in {n for pair in plan["pairs"] for n in pair}
+    assert all(t["verified"] for t in report["transfers"]) and len(report["transfers"]) == 4
+    assert set(report["agents"]) == {"pa", "pb", "pc", "pd", "de", "df", "dg"}
