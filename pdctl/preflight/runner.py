@@ -29,7 +29,6 @@ from pdctl.preflight.pairs import plan_transfers
 from pdctl.preflight.report import Check, NodeReport, PreflightReport, TransferResult, failed, passed
 from pdctl.preflight.transfer import BENCH_TIMEOUT_S, MIN_SHARE_OF_LINK, Transfers, link_class, role_nodes
 from pdctl.render.transfer import NVLINK_NOTE, with_nvlink
-from pdctl.topology.placement import machine_key
 
 if TYPE_CHECKING:
     from pdctl.render.spec import Deployment
@@ -176,8 +175,8 @@ def _transfer_test(ctx: Context, report: PreflightReport, deployment: Deployment
                             continue
                         done += 1
                         report.transfers.append(result)
-                        _node(report, p).checks.extend(transfer_checks(result, machine_key(topo.node(p)) !=
-                                                                       machine_key(topo.node(d))))
+                        _node(report, p).checks.extend(transfer_checks(result, topo.node(p).address !=
+                                                                       topo.node(d).address))
                         state = f"{result.gbps:.3f} GB/s verified" if result.ok else "FAIL"
                         clock.say(f"transfer {p} -> {d}: {state}", f"round {number}/{len(plan.rounds)}, "
                                   f"{done}/{len(plan.pairs)} pairs, {len(plan.pairs) - done} left")

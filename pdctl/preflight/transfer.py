@@ -73,9 +73,9 @@ class Agent:
     executor; its protocol lines go to ROUTE, its pairs' results to RESULTS, and its stderr is kept per pair
     (between the agent's markers: the path each pair's bytes took) and as a tail (why it failed)."""
 
-    def __init__(self, node: str, proc: subprocess.Popen[str],
-                 route: Callable[[str, dict[str, Any]], None]) -> None:
-        self.node, self.proc, self.route = node, proc, route
+    def __init__(self, node: str, proc: subprocess.Popen[str], route: Callable[[str, dict[str, Any]], None],
+                 on_gone: Callable[[str], None]) -> None:
+        self.node, self.proc, self.route, self.on_gone = node, proc, route, on_gone
         self.results: dict[str, queue.Queue[dict[str, Any] | None]] = {}
         self.logs: dict[str, list[str]] = {}
         self.ended: dict[str, threading.Event] = {}
@@ -83,6 +83,7 @@ class Agent:
         self.ready: dict[str, Any] | None = None
         self.gone = threading.Event()
         self._lock = threading.Lock()
+        self._stdin = threading.Lock()  # relays from other agents' threads and this process's commands
         self.threads = [threading.Thread(target=self._stdout, daemon=True),
                         threading.Thread(target=self._stderr, daemon=True)]
         for thread in self.threads:
@@ -97,8 +98,9 @@ class Agent:
     def send(self, doc: dict[str, Any]) -> None:
         try:
             assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps(doc) + "\n")
-            self.proc.stdin.flush()
+            with self._stdin:
+                self.proc.stdin.write(json.dumps(doc) + "\n")
+                self.proc.stdin.flush()
         except (BrokenPipeError, ValueError, OSError):
             pass  # the agent is gone: its pairs' results (or their absence) say why
 
@@ -119,6 +121,7 @@ class Agent:
         self.gone.set()
         for box in list(self.results.values()):
             box.put(None)
+        self.on_gone(self.node)
 
     def _stderr(self) -> None:
         assert self.proc.stderr is not None
@@ -195,7 +198,13 @@ class Transfers:
         for node in nodes:
             proc = node_executor(topo.node(node), kind=deployment.executor, topo=topo).popen(
                 [deployment.pythons[node], "-m", AGENT_MODULE, topo.transfer.backend], env=env)
-            self.agents[node] = Agent(node, proc, self._route)
+            self.agents[node] = Agent(node, proc, self._route, self._gone)
+
+    def _gone(self, node: str) -> None:
+        """NODE's agent ended: the prefill sides waiting on its decode sides learn it now, not at their timeout."""
+        for pair, (source, target) in list(self.pairs.items()):
+            if target == node and source != node:
+                self.agents[source].send({"cmd": "relay", "pair": pair, "to": "prefill", "msg": None})
 
     def _route(self, pair: str, doc: dict[str, Any]) -> None:
         source, target = self.pairs[pair]
@@ -210,6 +219,8 @@ class Transfers:
         self.agents[target].send({"cmd": "decode", "pair": pair})
         cfg = bench_config(self.deployment.topo, self.tokens, source, target)
         self.agents[source].send({"cmd": "prefill", "pair": pair, "config": asdict(cfg)})
+        if self.agents[target].gone.is_set() and source != target:
+            self._gone(target)
 
     def finish(self, pair: str, timeout: float) -> TransferResult | None:
         """Pair PAIR's result, waited for up to TIMEOUT (None: still running)."""

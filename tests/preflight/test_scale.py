@@ -103,3 +103,30 @@ def test_an_unreached_node_is_a_coverage_failure_and_the_others_run_in_two_round
     assert "dh" not in {n for pair in plan["pairs"] for n in pair}
     assert all(t["verified"] for t in report["transfers"]) and len(report["transfers"]) == 4
     assert set(report["agents"]) == {"pa", "pb", "pc", "pd", "de", "df", "dg"}
+
+
+def test_a_node_without_pdctl_fails_its_pair_and_the_coverage_of_both_nodes(cluster: dict) -> None:
+    """Host f runs an engine environment without pdctl (a bare venv): its agent cannot start, so its pair with
+    pb fails at once (the prefill side learns the decode side is gone, no timeout), and both nodes of that pair
+    fail `transfer.coverage`; the other pairs still pass."""
+    import subprocess
+    import sys
+
+    mh, tmp = cluster["mh"], cluster["tmp"]
+    bare = tmp / "bare-env"
+    if not bare.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    mh.use_env("f", bare)
+    try:
+        done = pdctl("preflight", str(cluster["topo"]), "--json", "-", "--tokens", "128", cwd=tmp, timeout=600)
+    finally:
+        mh.restore_env("f")
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and not report["ok"]
+    (bad,) = [t for t in report["transfers"] if not t["verified"]]
+    assert (bad["from"], bad["to"]) == ("pb", "df") and "pdctl is not importable" in bad["error"]
+    uncovered = {n["node"] for n in report["nodes"] for c in n["checks"]
+                 if c["check"] == "transfer.coverage" and not c["ok"]}
+    assert uncovered == {"pb", "df"}
+    assert sum(t["verified"] for t in report["transfers"]) == 3
+    assert report["agents"]["df"] is None and not report["deadline"]["expired"]
