@@ -107,21 +107,27 @@ class Agent:
     def _stdout(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            if line.startswith(TO_PEER):
-                doc = json.loads(line[len(TO_PEER):])
-                self.route(str(doc["pair"]), doc)
-            elif line.startswith(RESULT):
-                doc = json.loads(line[len(RESULT):])
-                if str(doc["pair"]) in self.results:
-                    self.results[str(doc["pair"])].put(doc["result"])
-            elif line.startswith(READY):
-                self.ready = json.loads(line[len(READY):])
-            else:
+            try:
+                self._line(line)
+            except (ValueError, KeyError, TypeError):  # not the protocol: some library's own output
                 self._keep(line)
         self.gone.set()
         for box in list(self.results.values()):
             box.put(None)
         self.on_gone(self.node)
+
+    def _line(self, line: str) -> None:
+        if line.startswith(TO_PEER):
+            doc = json.loads(line[len(TO_PEER):])
+            self.route(str(doc["pair"]), doc)
+        elif line.startswith(RESULT):
+            doc = json.loads(line[len(RESULT):])
+            if str(doc["pair"]) in self.results:
+                self.results[str(doc["pair"])].put(doc["result"])
+        elif line.startswith(READY):
+            self.ready = json.loads(line[len(READY):])
+        else:
+            self._keep(line)
 
     def _stderr(self) -> None:
         assert self.proc.stderr is not None
