@@ -94,6 +94,9 @@ class Agent:
         with self._lock:
             self.results[pair] = queue.Queue()
             self.ended[pair] = threading.Event()
+            if self.gone.is_set():  # it died before this pair: no result will come
+                self.results[pair].put(None)
+                self.ended[pair].set()
 
     def send(self, doc: dict[str, Any]) -> None:
         try:
@@ -111,9 +114,10 @@ class Agent:
                 self._line(line)
             except (ValueError, KeyError, TypeError):  # not the protocol: some library's own output
                 self._keep(line)
-        self.gone.set()
-        for box in list(self.results.values()):
-            box.put(None)
+        with self._lock:
+            self.gone.set()
+            for box in self.results.values():
+                box.put(None)
         self.on_gone(self.node)
 
     def _line(self, line: str) -> None:
