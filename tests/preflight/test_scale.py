@@ -105,10 +105,11 @@ def test_an_unreached_node_is_a_coverage_failure_and_the_others_run_in_two_round
     assert set(report["agents"]) == {"pa", "pb", "pc", "pd", "de", "df", "dg"}
 
 
-def test_a_node_without_pdctl_fails_its_pair_and_the_coverage_of_both_nodes(cluster: dict) -> None:
-    """Host f runs an engine environment without pdctl (a bare venv): its agent cannot start, so its pair with
-    pb fails at once (the prefill side learns the decode side is gone, no timeout), and both nodes of that pair
-    fail `transfer.coverage`; the other pairs still pass."""
+def test_nodes_without_pdctl_fail_their_pairs_and_the_coverage_of_both_nodes(cluster: dict) -> None:
+    """Hosts a (prefill) and f (decode) run an engine environment without pdctl (a bare venv): their agents
+    cannot start, so their pairs fail at once (a prefill side learns that its decode side is gone, no timeout;
+    a pair given to a dead agent fails when its result is asked for), and both nodes of each such pair fail
+    `transfer.coverage`; the other pairs still pass."""
     import subprocess
     import sys
 
@@ -116,17 +117,21 @@ def test_a_node_without_pdctl_fails_its_pair_and_the_coverage_of_both_nodes(clus
     bare = tmp / "bare-env"
     if not bare.exists():
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
-    mh.use_env("f", bare)
+    for letter in "af":
+        mh.use_env(letter, bare)
     try:
         done = pdctl("preflight", str(cluster["topo"]), "--json", "-", "--tokens", "128", cwd=tmp, timeout=600)
     finally:
-        mh.restore_env("f")
+        for letter in "af":
+            mh.restore_env(letter)
     report = json.loads(done.stdout)
     assert done.returncode == 1 and not report["ok"]
-    (bad,) = [t for t in report["transfers"] if not t["verified"]]
-    assert (bad["from"], bad["to"]) == ("pb", "df") and "pdctl is not importable" in bad["error"]
+    bad = sorted((t["from"], t["to"]) for t in report["transfers"] if not t["verified"])
+    assert bad == [("pa", "de"), ("pb", "df")], report["transfers"]
+    assert all("pdctl is not importable" in t["error"] for t in report["transfers"] if not t["verified"])
     uncovered = {n["node"] for n in report["nodes"] for c in n["checks"]
                  if c["check"] == "transfer.coverage" and not c["ok"]}
-    assert uncovered == {"pb", "df"}
-    assert sum(t["verified"] for t in report["transfers"]) == 3
-    assert report["agents"]["df"] is None and not report["deadline"]["expired"]
+    assert uncovered == {"pa", "de", "pb", "df"}
+    assert sum(t["verified"] for t in report["transfers"]) == 2
+    assert report["agents"]["pa"] is None and report["agents"]["df"] is None
+    assert not report["deadline"]["expired"]
