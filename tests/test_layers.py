@@ -27,7 +27,6 @@ CONTRACTS = 4
 LAZY_ALLOWED = {
     ("pdctl.preflight.probe", "pdctl"): "the probe runs alone on the nodes: pdctl there may be missing or broken",
     ("pdctl.reference.__main__", "pdctl.reference.server"): "torch and fastapi, after the cheap checks",
-    ("pdctl.bench.transfer.remote", "pdctl.bench.transfer.run"): "numpy, in the process started on the node",
 }
 
 

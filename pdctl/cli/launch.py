@@ -98,7 +98,8 @@ def launch(
 
         done = launch(topo, options, LaunchHooks(
             loud=_loud, warning=_warning, notice=_warning, note=_note, progress=view.update, on_ready=ready,
-            on_preflight=lambda report: _preflight_seen(report, out), say=_job_line))
+            on_preflight=lambda report: _preflight_seen(report, out, view), say=_job_line,
+            preflight_progress=lambda line: _preflight_step(view, line)))
     if done.outcome == "dry-run":
         write_json(json_path, _dry_run(done, out))
     elif done.outcome == "submitted":
@@ -157,10 +158,20 @@ def _job_line(line: str) -> None:
     err_console.print(Text("job | ", style="dim") + Text(line), highlight=False, soft_wrap=True)
 
 
-def _preflight_seen(report: Any, out: Any) -> None:
-    """Launch's view of its preflight: the full tables when it failed, one line per transfer when it passed."""
+def _preflight_step(view: _ProgressView, line: str) -> None:
+    """A step of launch's preflight: a row of the live table on a terminal, a line on stderr otherwise."""
+    if err_console.is_terminal:
+        view.update("preflight", "waiting", line)
+    else:
+        err_console.print(f"preflight: {line}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _preflight_seen(report: Any, out: Any, view: _ProgressView) -> None:
+    """Launch's view of its preflight: the full tables when it failed, a few lines when it passed."""
     from pdctl.cli.preflight import print_brief, print_report
 
+    if err_console.is_terminal:
+        view.update("preflight", "healthy" if report.ok else "failed", f"{report.wall_s:.1f}s")
     if report.ok:
         print_brief(report, err_console)
     else:

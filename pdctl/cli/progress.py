@@ -1,11 +1,40 @@
 """Live progress of the long commands (parity, bench serve): one rich bar per phase with done/total, a stats
 text and the elapsed time; on a console that is not a terminal (CI logs, pipes) rich cannot redraw, so a plain
-line is printed per update instead."""
+line is printed per update instead. `StatusLines` is the same for a command whose work reports one line at a
+time (preflight): a live status line on a terminal, the lines themselves on stderr otherwise."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import TracebackType
 from typing import Any
+
+
+class StatusLines:
+    """`with StatusLines(label) as say: say(line)`: on a terminal a rich status line showing the latest line;
+    when stderr is not a terminal (CI, Slurm, a pipe) every line printed on stderr, so a batch log shows
+    what ran and how long it took."""
+
+    def __init__(self, label: str) -> None:
+        from pdctl.cli.console import err_console
+
+        self.out, self.label = err_console, label
+        self.status = err_console.status(label) if err_console.is_terminal else None
+
+    def __enter__(self) -> Callable[[str], None]:
+        if self.status is not None:
+            self.status.__enter__()
+        return self.say
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self.status is not None:
+            self.status.__exit__(kind, exc, tb)
+
+    def say(self, line: str) -> None:
+        if self.status is not None:
+            self.status.update(f"{self.label}: {line}")
+        else:
+            self.out.print(f"{self.label}: {line}", highlight=False, markup=False, soft_wrap=True)
 
 
 class PhaseProgress:

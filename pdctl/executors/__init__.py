@@ -16,7 +16,7 @@ from pdctl.errors import UserError
 from pdctl.executors.base import CommandResult, Executor, Wrap, wrapped
 from pdctl.executors.local import LocalExecutor
 from pdctl.executors.slurm import SlurmExecutor, SrunExecutor, node_step
-from pdctl.executors.ssh import SSHExecutor
+from pdctl.executors.ssh import SSHExecutor, shared_connections
 from pdctl.render.container import docker_prefix
 from pdctl.render.spec import ProcessSpec
 
@@ -97,4 +97,4 @@ def node_executor(node: Node, *, kind: str = "local", topo: Topology | None = No
 
 
 __all__ = ["NODE_EXECUTORS", "PROCESS_EXECUTORS", "CommandResult", "Executor", "Wrap", "executor_for", "node_executor",
-           "wrapped"]
+           "shared_connections", "wrapped"]

@@ -8,9 +8,13 @@ that it is POSIX whatever the user's login shell is.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from pdctl.errors import CheckFailed
@@ -38,11 +42,48 @@ done
 echo stopped"""
 
 
+# While shared_connections() is active: the directory of its control sockets (one master connection per node).
+_shared: list[Path] = []
+# A master outlives its last session this long at most (a run that could not close it leaves nothing for long).
+CONTROL_PERSIST_S = 60
+_OWN_MUX = {"controlmaster", "controlpath", "controlpersist"}
+
+
+@contextlib.contextmanager
+def shared_connections() -> Iterator[Path]:
+    """Within this block, every ssh to a node reuses one connection per node (OpenSSH's ControlMaster, its
+    sockets in a directory of this run only); at the end each master is closed and the directory removed.
+
+    Why: a preflight of N nodes runs a probe and a transfer agent per node, `status` a check per process; a new
+    connection each time pays ssh's handshake (and the node's sshd its fork and key exchange) again. A node
+    whose `ssh.options` set their own ControlMaster/ControlPath keep theirs."""
+    base = tempfile.gettempdir()
+    directory = Path(tempfile.mkdtemp(prefix="pdctl-ssh-", dir=base if len(base) <= 40 else "/tmp"))
+    _shared.append(directory)
+    try:
+        yield directory
+    finally:
+        _shared.remove(directory)
+        for sock in directory.iterdir():
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                subprocess.run(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "pdctl-node"], check=False,
+                               capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _mux_options(ssh: dict[str, Any]) -> list[str]:
+    if not _shared or _OWN_MUX & {str(k).lower() for k in (ssh.get("options") or {})}:
+        return []
+    return ["-o", "ControlMaster=auto", "-o", f"ControlPath={_shared[-1]}/%C",
+            "-o", f"ControlPersist={CONTROL_PERSIST_S}"]
+
+
 def ssh_argv(host: str, ssh: dict[str, Any], remote_command: str) -> list[str]:
-    """`ssh -o BatchMode=yes [-p P] [-l U] [-i K] [-o K=V ...] -- HOST 'sh -c <script>'` as an argv.
+    """`ssh -o BatchMode=yes [-p P] [-l U] [-i K] [-o K=V ...] -- HOST 'sh -c <script>'` as an argv (inside
+    shared_connections(): through the node's shared connection).
 
     BatchMode: never prompt for a password (a launch must not hang on a prompt)."""
-    argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", *_mux_options(ssh)]
     if ssh.get("port"):
         argv += ["-p", str(int(ssh["port"]))]
     if ssh.get("user"):

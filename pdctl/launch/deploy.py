@@ -33,7 +33,7 @@ from pdctl.launch.gate import (
 from pdctl.launch.submit import sbatch_script, submit_topology
 from pdctl.launch.supervisor import Progress, refuse_running, supervise
 from pdctl.preflight.report import PreflightReport
-from pdctl.preflight.runner import DEFAULT_TOKENS, run_preflight
+from pdctl.preflight.runner import DEFAULT_DEADLINE_S, DEFAULT_TOKENS, run_preflight
 from pdctl.render.deployment import render
 from pdctl.render.kinds import AUTO, executor_kind
 from pdctl.render.sbatch import SCRIPT_NAME
@@ -74,6 +74,7 @@ class LaunchHooks:
     progress: Progress | None = None  # per process: starting | waiting | healthy | failed | stopped
     on_ready: Callable[[dict[str, Any]], None] | None = None  # foreground: the deployment is up
     on_preflight: Callable[[PreflightReport], None] | None = None
+    preflight_progress: Say | None = None  # preflight's steps: each node probed, each transfer finished
     say: Say | None = None  # a submitted job's output, line by line
 
 
@@ -136,7 +137,7 @@ def launch(topo: Topology, options: LaunchOptions, hooks: LaunchHooks | None = N
     require_runnable_here(deployment)  # a CLI-only install: say which extra, before anything starts
     if options.preflight:
         refuse_running(run_dir)  # a live deployment there would fail preflight's port checks less clearly
-        deployment = preflight_gate(deployment, on_report=hooks.on_preflight,
+        deployment = preflight_gate(deployment, on_report=hooks.on_preflight, progress=hooks.preflight_progress,
                                     shared_dir=run_dir if options.in_allocation else None)
     done = supervise(deployment, run_dir, timeout=options.timeout, detach=options.detach, progress=hooks.progress,
                      on_ready=hooks.on_ready, remember=options.remember, state=state)
@@ -199,7 +200,8 @@ def launch_topology(
 
 
 def check_nodes(topo: Topology, *, executor: str = AUTO, skip_transfer: bool = False, tokens: int = DEFAULT_TOKENS,
-                timeout: float = 60.0, progress: Say | None = None) -> PreflightReport:
+                timeout: float = 60.0, progress: Say | None = None, transfers: str = "cover",
+                deadline: float | None = DEFAULT_DEADLINE_S) -> PreflightReport:
     """`pdctl preflight`: TOPO's nodes checked as a launch would reach them (EXECUTOR: a kind, or auto). A
     Slurm topology is bound to the allocation this process runs in first (pdctl.executors.slurm_allocation);
     then it is rendered once and preflight reads that deployment."""
@@ -207,4 +209,4 @@ def check_nodes(topo: Topology, *, executor: str = AUTO, skip_transfer: bool = F
     if kind == "slurm":
         topo = slurm_nodes(topo)
     return run_preflight(render(topo, executor=kind), skip_transfer=skip_transfer, tokens=tokens, timeout=timeout,
-                         progress=progress)
+                         progress=progress, transfers=transfers, deadline=deadline)

@@ -12,7 +12,7 @@ from typing import Any
 from pdctl.compat.capacity import estimate
 from pdctl.compat.effective import effective
 from pdctl.errors import UserError
-from pdctl.executors import executor_for
+from pdctl.executors import executor_for, shared_connections
 from pdctl.launch.health import router_check, router_workers, worker_health, worker_is_healthy
 from pdctl.launch.transfer_path import transfer_path
 from pdctl.metrics.alarms import StallDetector
@@ -51,7 +51,13 @@ def _process_status(record: dict[str, Any], *, probe_health: bool = True) -> dic
 
 def status(run_dir: str | Path | None = None) -> dict[str, Any]:
     """The status document (CLI.md): run_dir, processes [{role, replica, node, pid, url, healthy}], router,
-    and `ok` = every process and the router healthy."""
+    and `ok` = every process and the router healthy. Over ssh, one connection per node serves every question
+    (pdctl.executors.shared_connections)."""
+    with shared_connections():
+        return _status(run_dir)
+
+
+def _status(run_dir: str | Path | None) -> dict[str, Any]:
     path = resolve_run_dir(run_dir)
     state = read_state(path)
     records = [r for r in state.get("processes", []) if started(r)]

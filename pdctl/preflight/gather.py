@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -129,10 +130,12 @@ def run_probe(executor: Executor, python: str, args: dict[str, Any], timeout: fl
 
 
 def gather(deployment: Deployment, *, timeout: float = 60.0, read: list[str] | None = None,
-           dirs: list[str] | None = None) -> dict[str, NodeFacts]:
+           dirs: list[str] | None = None, until: float | None = None,
+           on_node: Callable[[NodeFacts], None] | None = None) -> dict[str, NodeFacts]:
     """Probe every node in parallel, each through the executor the deployment's kind reaches it with, with the
-    interpreter its servers run with (each also reads the files READ, looks for the directories DIRS);
-    node -> NodeFacts (in topology order)."""
+    interpreter its servers run with (each also reads the files READ, looks for the directories DIRS), TIMEOUT
+    seconds each and none past UNTIL (time.monotonic(): the whole preflight's deadline); ON_NODE hears of each
+    node as it answers; node -> NodeFacts (in topology order)."""
     topo = deployment.topo
     roles = node_roles(deployment)
     peers = peers_of(deployment, roles)
@@ -141,12 +144,17 @@ def gather(deployment: Deployment, *, timeout: float = 60.0, read: list[str] | N
         executor = node_executor(node, kind=deployment.executor, topo=topo)
         python = deployment.pythons[node.name]
         started = time.monotonic()
+        limit = timeout if until is None else max(1.0, min(timeout, until - started))
         facts, error, kind = run_probe(
-            executor, python, probe_args(deployment, node, roles[node.name], peers[node.name], read, dirs),
-            timeout
+            executor, python, probe_args(deployment, node, roles[node.name], peers[node.name], read, dirs), limit
         )
         return NodeFacts(node.name, executor.kind, python, time.monotonic() - started, facts, error, kind)
 
+    results: dict[str, NodeFacts] = {}
     with ThreadPoolExecutor(max_workers=min(32, len(topo.nodes))) as pool:
-        results = list(pool.map(one, topo.nodes))
-    return {r.node: r for r in results}
+        for future in as_completed([pool.submit(one, node) for node in topo.nodes]):
+            facts = future.result()
+            results[facts.node] = facts
+            if on_node is not None:
+                on_node(facts)
+    return {n.name: results[n.name] for n in topo.nodes}

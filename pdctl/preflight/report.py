@@ -101,10 +101,14 @@ class PreflightReport:
     nvlink_domain: bool | None = None  # every prefill/decode node in one multi-node NVLink domain
     notes: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    transfer_plan: dict[str, Any] | None = None  # pdctl.preflight.pairs.TransferPlan.to_json()
+    agents: dict[str, Any] = field(default_factory=dict)  # node -> its transfer agent's pid and hostname
+    expired: list[str] = field(default_factory=list)  # what still ran (or had not started) at the deadline
+    deadline_s: float | None = None
 
     @property
     def ok(self) -> bool:
-        return not self.failures() and all(t.ok for t in self.transfers)
+        return not self.failures() and all(t.ok for t in self.transfers) and not self.expired
 
     def failures(self) -> list[tuple[str, Check]]:
         """(node, check) of every failed error-severity check."""
@@ -113,6 +117,9 @@ class PreflightReport:
     def summary(self) -> str:
         """One line per failure: node, fact, fix (preflight's exit-1 message, also launch's)."""
         lines = [f"preflight of {self.topology} failed ({len(self.failures())} check(s))"]
+        if self.expired:
+            lines.append(f"- the deadline ({self.deadline_s:g}s) expired; still running: {', '.join(self.expired)} "
+                         "(fix: --deadline S for more time, --transfers cover for fewer pairs)")
         for node, check in self.failures():
             lines.append(f"- {node}: {check.check}: {check.message}" + (f" (fix: {check.fix})" if check.fix else ""))
         return "\n".join(lines)
@@ -122,4 +129,6 @@ class PreflightReport:
             "ok": self.ok, "topology": self.topology, "wall_s": round(self.wall_s, 3),
             "nvlink_domain": self.nvlink_domain, "notes": list(self.notes),
             "nodes": [n.to_json() for n in self.nodes], "transfers": [t.to_json() for t in self.transfers],
+            "transfer_plan": self.transfer_plan, "agents": self.agents,
+            "deadline": {"seconds": self.deadline_s, "expired": bool(self.expired), "still_running": self.expired},
         }

@@ -13,18 +13,21 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdctl import __version__
 from pdctl.errors import UserError
+from pdctl.executors import shared_connections
 from pdctl.models import resolve_model_spec
 from pdctl.preflight.checks import FAMILIES
-from pdctl.preflight.checks.gpu import inventory, nvlink_domain
+from pdctl.preflight.checks.gpu import inventory, node_domain, nvlink_domain
 from pdctl.preflight.context import Context
-from pdctl.preflight.gather import gather, node_roles
+from pdctl.preflight.gather import NodeFacts, gather, node_roles
+from pdctl.preflight.pairs import plan_transfers
 from pdctl.preflight.report import Check, NodeReport, PreflightReport, TransferResult, failed, passed
-from pdctl.preflight.transfer import MIN_SHARE_OF_LINK, node_pairs, run_pair
+from pdctl.preflight.transfer import BENCH_TIMEOUT_S, MIN_SHARE_OF_LINK, Transfers, link_class, role_nodes
 from pdctl.render.transfer import NVLINK_NOTE, with_nvlink
 
 if TYPE_CHECKING:
@@ -33,6 +36,9 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str], None]
 DEFAULT_TOKENS = 1024
+# The whole preflight's limit (`--deadline`; launch's preflight too): probes and every round of transfers.
+DEFAULT_DEADLINE_S = 600.0
+PAIR_WAIT_S = BENCH_TIMEOUT_S + 180  # one pair: its agents' start, setup, the bench's own timeout, verification
 SHARED_TOKEN_FILE = ".pdctl-shared-check"
 
 
@@ -51,51 +57,143 @@ def run_preflight(
     timeout: float = 60.0,
     progress: Progress | None = None,
     shared_dir: Path | None = None,
+    transfers: str = "cover",
+    deadline: float | None = DEFAULT_DEADLINE_S,
 ) -> PreflightReport:
     """Check every node of DEPLOYMENT through the executor its kind reaches it with (ssh / local / srun), in
-    parallel with TIMEOUT per node, then (unless SKIP_TRANSFER) move a TOKENS-token request's KV between each
-    prefill and each decode node, with the environment the deployment gives the transfer path. SHARED_DIR: a
-    directory every node must share with this machine (a Slurm job's run dir): a token written there must
-    read back the same on every node (pdctl.preflight.checks.shared)."""
-    say = progress or (lambda _msg: None)
-    started = time.monotonic()
+    parallel with TIMEOUT per node, then (unless SKIP_TRANSFER) move a TOKENS-token request's KV between the
+    pairs of the transfer plan (TRANSFERS: cover | all-pairs; pdctl.preflight.pairs), round by round, with the
+    environment the deployment gives the transfer path. DEADLINE: seconds for all of it; what still runs then
+    is named in the report, which fails. SHARED_DIR: a directory every node must share with this machine (a
+    Slurm job's run dir): a token written there must read back the same on every node
+    (pdctl.preflight.checks.shared). PROGRESS hears one line per node probed and per transfer finished."""
+    clock = Clock(deadline, progress)
     topo = deployment.topo
     spec, spec_error = _spec(topo)
-    say(f"probing {len(topo.nodes)} node(s)")
+    clock.say(f"probing {len(topo.nodes)} node(s)")
     shared_dir = shared_dir if topo.engine.container is None else None  # the probe sees the image's files
     needed = job_dirs() if shared_dir is not None else {}
-    with shared_token(shared_dir) as shared:
-        facts = gather(deployment, timeout=timeout, read=list(shared), dirs=list(needed.values()))
-    ctx = Context(deployment, spec, spec_error, facts, node_roles(deployment), __version__, shared_files=shared,
-                  needed_dirs=needed)
+    probed: list[str] = []
+
+    def on_node(facts: NodeFacts) -> None:
+        probed.append(facts.node)
+        state = "ok" if facts.ok else f"FAIL ({facts.error_kind})"
+        clock.say(f"probed {facts.node}: {state} in {facts.seconds:.1f}s",
+                  f"{len(probed)}/{len(topo.nodes)} nodes, {len(topo.nodes) - len(probed)} left")
+
+    with shared_connections(), shared_token(shared_dir) as shared:
+        facts = gather(deployment, timeout=timeout, read=list(shared), dirs=list(needed.values()), until=clock.until,
+                       on_node=on_node)
+        ctx = Context(deployment, spec, spec_error, facts, node_roles(deployment), __version__, shared_files=shared,
+                      needed_dirs=needed)
+        report = _checks(ctx, deployment)
+        if clock.expired():
+            report.expired += [f"probe of {n}" for n, f in facts.items() if f.error_kind == "timeout"]
+        if topo.is_pd and not skip_transfer:
+            _transfer_test(ctx, report, with_nvlink(deployment, report.nvlink_domain), transfers, tokens, clock)
+        elif skip_transfer and topo.is_pd:
+            report.notes.append("cross-node transfer test skipped (--skip-transfer)")
+    report.deadline_s = deadline
+    report.wall_s = clock.elapsed()
+    return report
+
+
+class Clock:
+    """The whole preflight's deadline, and its progress lines (elapsed time, what is left)."""
+
+    def __init__(self, deadline: float | None, progress: Progress | None) -> None:
+        self.started = time.monotonic()
+        self.until = None if deadline is None else self.started + deadline
+        self.progress = progress
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def left(self, cap: float) -> float:
+        """Seconds a wait may take: CAP, or less when the deadline is nearer."""
+        return cap if self.until is None else max(0.0, min(cap, self.until - time.monotonic()))
+
+    def expired(self) -> bool:
+        return self.until is not None and time.monotonic() >= self.until
+
+    def say(self, what: str, counts: str = "") -> None:
+        if self.progress is not None:
+            self.progress(f"[{self.elapsed():.1f}s] {what}" + (f" ({counts})" if counts else ""))
+
+
+def _checks(ctx: Context, deployment: Deployment) -> PreflightReport:
+    """Every family's checks over the gathered facts; the NVLink finding adjusts the transfer environment."""
+    topo = ctx.topo
     by_node: dict[str, list[Check]] = {n.name: [] for n in topo.nodes}
     for family in FAMILIES:
         for node, check in family.run(ctx):
             by_node[node].append(check)
     shared = nvlink_domain(ctx)
     adjusted = with_nvlink(deployment, shared)  # transfer.nvlink: auto, decided by what the nodes said
-    report = PreflightReport(
+    return PreflightReport(
         topology=topo.name,
         nodes=[NodeReport(n.name, n.host, ctx.roles[n.name], by_node[n.name], _summary(ctx, n.name))
                for n in topo.nodes],
         nvlink_domain=shared,
         notes=[n for n in adjusted.notes if n.startswith(NVLINK_NOTE)],
     )
-    if topo.is_pd and not skip_transfer:
-        unreached = [n for n, f in facts.items() if not f.ok]
-        for source, target in node_pairs(deployment):
-            if source in unreached or target in unreached:
-                report.notes.append(f"transfer {source} -> {target} not run: a node was not reached")
-                continue
-            say(f"transfer {source} -> {target} ({topo.transfer.backend}, {tokens} tokens)")
-            result = run_pair(ctx, adjusted, source, target, tokens=tokens)
-            report.transfers.append(result)
-            _node(report, source).checks.extend(transfer_checks(result, topo.node(source).address !=
-                                                                 topo.node(target).address))
-    elif skip_transfer and topo.is_pd:
-        report.notes.append("cross-node transfer test skipped (--skip-transfer)")
-    report.wall_s = time.monotonic() - started
-    return report
+
+
+def _transfer_test(ctx: Context, report: PreflightReport, deployment: Deployment, mode: str, tokens: int,
+                   clock: Clock) -> None:
+    """The plan's rounds, one after another, each round's pairs in parallel, on one agent per node; then
+    every prefill and decode node must be in a verified transfer (else `transfer.coverage` fails on it)."""
+    topo = ctx.topo
+    prefill, decode = role_nodes(deployment)
+    reached = [n for n in dict.fromkeys(prefill + decode) if ctx.reached(n)]
+    domains = {n: node_domain(ctx, n) for n in reached}
+    plan = plan_transfers([n for n in prefill if n in reached], [n for n in decode if n in reached], mode=mode,
+                          link=link_class(topo, domains))
+    report.transfer_plan = plan.to_json()
+    clock.say(f"transfer plan ({mode}): {len(plan.pairs)} pair(s) in {len(plan.rounds)} round(s) over "
+              f"{len(plan.nodes())} node(s), {topo.transfer.backend}, {tokens} tokens")
+    done = 0
+    if plan.pairs:
+        agents = Transfers(ctx, deployment, sorted(plan.nodes(), key=reached.index), tokens=tokens)
+        try:
+            for number, pairs in enumerate(plan.rounds, 1):
+                if clock.expired():
+                    report.expired += [f"transfer {p} -> {d} (not started)" for r in plan.rounds[number - 1:]
+                                       for p, d in r]
+                    break
+                base = plan.pairs.index(pairs[0])
+                for i, (p, d) in enumerate(pairs):
+                    agents.start(str(base + i), p, d)
+                with ThreadPoolExecutor(max_workers=len(pairs)) as pool:
+                    waits = {pool.submit(agents.finish, str(base + i), clock.left(PAIR_WAIT_S)): pair
+                             for i, pair in enumerate(pairs)}
+                    for future in as_completed(waits):
+                        p, d = waits[future]
+                        result = future.result()
+                        if result is None:
+                            report.expired.append(f"transfer {p} -> {d} (running)")
+                            continue
+                        done += 1
+                        report.transfers.append(result)
+                        _node(report, p).checks.extend(transfer_checks(result, topo.node(p).address !=
+                                                                       topo.node(d).address))
+                        state = f"{result.gbps:.3f} GB/s verified" if result.ok else "FAIL"
+                        clock.say(f"transfer {p} -> {d}: {state}", f"round {number}/{len(plan.rounds)}, "
+                                  f"{done}/{len(plan.pairs)} pairs, {len(plan.pairs) - done} left")
+                if report.expired:
+                    report.expired += [f"transfer {p} -> {d} (not started)" for r in plan.rounds[number:]
+                                       for p, d in r]
+                    break
+        finally:
+            report.agents = agents.agents_json()
+            agents.close()
+    verified = {n for t in report.transfers if t.ok for n in (t.source, t.target)}
+    for node in dict.fromkeys(prefill + decode):
+        if node not in verified:
+            why = "it was not reached" if not ctx.reached(node) else "its transfers failed or did not finish"
+            _node(report, node).checks.append(failed(
+                "transfer.coverage", f"{node} is in no verified KV transfer: {why}",
+                fix="see the node's reach and transfer checks above; --transfers all-pairs to test every link"))
 
 
 def job_dirs() -> dict[str, str]:

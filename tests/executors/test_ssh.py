@@ -104,3 +104,46 @@ def test_port_in_use_on_a_remote_node_names_the_process_with_its_log(
     assert "address already in use" in (err.value.detail or "").lower()
     assert {r["executor"] for r in started_records(tmp_path / "run")} == {"ssh"}
     assert_no_orphans(tmp_path / "run")
+
+
+def test_shared_connections_reuse_one_login_and_leave_nothing_behind(tmp_path: Path) -> None:
+    """Inside shared_connections() every command to a node rides one ssh connection (ControlMaster); at the
+    end the master is closed and its socket directory removed. Outside, each command logs in again."""
+    from pdctl.executors import shared_connections
+
+    server = start_sshd(tmp_path / "sshd", log_level="INFO")
+    try:
+        executor = SSHExecutor(server.host, server.ssh_config())
+        before = server.logins()
+        with shared_connections() as directory:
+            for _ in range(4):
+                assert executor.run(["true"], timeout=30).returncode == 0
+            proc = executor.popen(["cat"])
+            out, _ = proc.communicate("over the shared connection\n", timeout=30)
+            assert out == "over the shared connection\n"
+            sockets = list(directory.iterdir())
+        assert len(sockets) == 1 and server.logins() - before == 1
+        assert not directory.exists()
+        masters = [line for line in _ps() if str(directory) in line]
+        assert masters == [], masters
+        for _ in range(2):
+            assert executor.run(["true"], timeout=30).returncode == 0
+        assert server.logins() - before == 3  # no sharing outside the block
+    finally:
+        server.stop()
+
+
+def test_a_node_s_own_control_path_is_kept() -> None:
+    from pdctl.executors import shared_connections
+
+    own = {"options": {"ControlPath": "/run/user/ssh-%C", "ControlMaster": "auto"}}
+    with shared_connections() as directory:
+        assert str(directory) not in " ".join(ssh_argv("h", own, "true"))
+        assert f"ControlPath={directory}/%C" in ssh_argv("h", {}, "true")
+    assert not any("ControlPath" in word for word in ssh_argv("h", {}, "true"))
+
+
+def _ps() -> list[str]:
+    import subprocess
+
+    return subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout.splitlines()

@@ -31,7 +31,7 @@ PROMPT = "The capital of France is Paris, and the capital of Italy is Rome. " * 
 def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
     backend = request.param
     tmp = tmp_path_factory.mktemp(f"multihost-{backend}")
-    mh = start_multihost(tmp)
+    mh = start_multihost(tmp, sshd_log_level="INFO")
     run_dir = tmp / "run"
     try:
         topo = pd_topology(mh, tmp, ref_checkpoint, backend=backend, name=f"mh-{backend}")
@@ -91,6 +91,15 @@ def _status(deployment: dict) -> dict:
     done = pdctl("status", "--run-dir", str(deployment["run_dir"]), "--json", "-", cwd=deployment["tmp"])
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def test_status_over_ssh_logs_in_once_per_host(deployment: dict) -> None:
+    """`pdctl status` asks each process (alive?) and each prefill server (its KV path) over ssh: one shared
+    connection per host serves them all (pdctl.executors.shared_connections)."""
+    mh = deployment["mh"]
+    before = {x: mh.sshd[x].logins() for x in "abc"}
+    _status(deployment)
+    assert {x: mh.sshd[x].logins() - n for x, n in before.items()} == {"a": 1, "b": 1, "c": 1}
 
 
 def test_status_shows_addresses_and_the_path_the_kv_took(deployment: dict) -> None:

@@ -60,8 +60,9 @@ class MultiHost:
         self.cluster.stop()
 
 
-def start_multihost(tmp: Path, letters: str = "abc") -> MultiHost:
-    """Hosts LETTERS with an sshd each (logins checked), the engine env bound at `<tmp>/engine`."""
+def start_multihost(tmp: Path, letters: str = "abc", *, sshd_log_level: str = "ERROR") -> MultiHost:
+    """Hosts LETTERS with an sshd each (logins checked), the engine env bound at `<tmp>/engine`; SSHD_LOG_LEVEL
+    INFO makes each sshd log its connections (SSHServer.logins)."""
     cluster = Cluster(tmp, letters).start()
     try:
         engine_dir = tmp / "engine"
@@ -69,7 +70,8 @@ def start_multihost(tmp: Path, letters: str = "abc") -> MultiHost:
         servers: dict[str, SSHServer] = {}
         for letter, host in cluster.hosts.items():
             host.bind(MAIN_ENV, engine_dir)
-            server = start_sshd(tmp / f"sshd-{letter}", listen=host.address, port=22, enter=host.enter)
+            server = start_sshd(tmp / f"sshd-{letter}", listen=host.address, port=22, enter=host.enter,
+                                log_level=sshd_log_level)
             servers[letter] = server
             host.extra.setdefault("stops", []).append(server.stop)  # type: ignore[union-attr]
         return MultiHost(cluster, servers, engine_dir)
@@ -118,3 +120,41 @@ def pd_topology(mh: MultiHost, tmp: Path, checkpoint: Path, *, backend: str, nam
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
+
+
+def scale_topology(mh: MultiHost, tmp: Path, checkpoint: Path, *, prefill: str, decode: str, name: str,
+                   python: str | None = None, backend: str = "nixl") -> Path:
+    """A PD topology with one TP1 prefill replica on each host of PREFILL and one TP1 decode replica on each
+    host of DECODE (letters), the router on the first decode host: preflight at cluster scale. PYTHON: the
+    engine's interpreter (default: the engine env's)."""
+    import yaml
+
+    names = {x: f"p{x}" for x in prefill} | {x: f"d{x}" for x in decode}
+    doc: dict[str, Any] = {
+        "name": name,
+        "engine": {"kind": "reference", "python": python or mh.python},
+        "model": {"path": str(checkpoint)},
+        "nodes": [mh.node(x, names[x], gpus=1) for x in prefill + decode],
+        "transfer": {"backend": backend},
+        "server": {"page_size": 16},
+        "prefill": {"nodes": [names[x] for x in prefill], "tp": 1, "replicas": len(prefill), "port": 30000},
+        "decode": {"nodes": [names[x] for x in decode], "tp": 1, "replicas": len(decode), "port": 30100},
+        "router": {"node": names[decode[0]], "host": "0.0.0.0", "port": 8000},
+    }
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def counting_python(mh: MultiHost, tmp: Path) -> tuple[str, Path]:
+    """(an engine.python, its log): a shell wrapper around the engine env's Python that appends one line per
+    start, `<hostname> <-m module | -c>`, before running it — how many probes and transfer agents each host
+    started, counted on the hosts themselves."""
+    log = tmp / "python-starts.log"
+    wrapper = tmp / "counting-python"
+    wrapper.write_text("#!/bin/sh\n"
+                       f'case "$1" in -m) what="-m $2";; *) what="$1";; esac\n'
+                       f'echo "$(hostname) $what" >> {log}\n'
+                       f'exec {mh.python} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper), log

@@ -58,6 +58,10 @@ class SSHServer:
             argv + [self.host, command], check=False, capture_output=True, text=True, timeout=timeout
         )
 
+    def logins(self) -> int:
+        """Connections accepted so far (an sshd started with log_level INFO logs each)."""
+        return self.log.read_text(errors="replace").count("Accepted publickey")
+
     def stop(self) -> None:
         """Kill sshd and every session it spawned (its process group), then reap it."""
         try:
@@ -78,10 +82,12 @@ def start_sshd(
     listen: str = "127.0.0.1",
     port: int | None = None,
     enter: Callable[[list[str]], list[str]] | None = None,
+    log_level: str = "ERROR",
 ) -> SSHServer:
     """Start sshd on LISTEN (a free loopback port by default) with keys under TMP; waits (up to TIMEOUT)
     until a login works. ENTER wraps sshd's argv to start it elsewhere, e.g. inside a namespaced host
-    (tests/support/netns.py), whose own port space lets it listen on port 22."""
+    (tests/support/netns.py), whose own port space lets it listen on port 22. LOG_LEVEL INFO logs every
+    connection (`Accepted publickey ...`: count them with `SSHServer.logins()`)."""
     tmp.mkdir(parents=True, exist_ok=True)
     host_key, client_key = tmp / "host_ed25519", tmp / "client_ed25519"
     for key in (host_key, client_key):
@@ -110,7 +116,7 @@ def start_sshd(
                 "AllowTcpForwarding no",
                 "X11Forwarding no",
                 "PrintMotd no",
-                "LogLevel ERROR",
+                f"LogLevel {log_level}",
             ]
         )
         + "\n"

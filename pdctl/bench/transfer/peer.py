@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,21 @@ def reply(doc: dict[str, Any]) -> None:
     """Send one protocol line."""
     sys.stdout.write("@@" + json.dumps(doc) + "\n")
     sys.stdout.flush()
+
+
+def next_answer(answers: queue.Queue[Any], timeout: float, gone: Callable[[], str]) -> dict[str, Any]:
+    """The decode side's next answer (a JSON line or document) within TIMEOUT; CheckFailed when it does not
+    come, when the side is gone (None: GONE says how) or when it reports an error."""
+    try:
+        answer = answers.get(timeout=timeout)
+    except queue.Empty:
+        raise CheckFailed(f"decode side of the bench did not answer within {timeout:g}s") from None
+    if answer is None:
+        raise CheckFailed(gone())
+    doc = json.loads(answer) if isinstance(answer, str) else answer
+    if "error" in doc:
+        raise CheckFailed(f"decode side of the bench failed: {doc['error']}")
+    return doc
 
 
 class PeerProcess:
@@ -67,20 +83,14 @@ class PeerProcess:
         self.proc.stdin.flush()
 
     def recv(self) -> dict[str, Any]:
+        return next_answer(self._answers, self.timeout, self._gone)
+
+    def _gone(self) -> str:
         try:
-            line = self._answers.get(timeout=self.timeout)
-        except queue.Empty:
-            raise CheckFailed(f"decode side of the bench did not answer within {self.timeout:g}s") from None
-        if line is None:
-            try:
-                code: int | None = self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                code = None
-            raise CheckFailed(f"decode side of the bench exited (code {code})")
-        doc = json.loads(line)
-        if "error" in doc:
-            raise CheckFailed(f"decode side of the bench failed: {doc['error']}")
-        return doc
+            code: int | None = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        return f"decode side of the bench exited (code {code})"
 
     def exit_note(self) -> str:
         """'' while the child runs; else '; decode side of the bench exited (code N)' (why a transfer failed)."""
@@ -102,16 +112,18 @@ class PeerProcess:
 
 
 class DecodeSide:
-    """Decode ranks' memory, endpoints and per-pair packed layouts."""
+    """Decode ranks' memory, endpoints and per-pair packed layouts. REPLY sends one protocol line (the
+    preflight transfer agent tags it with its pair); the setup's `tag` keeps endpoint names distinct."""
 
-    def __init__(self, cfg: dict[str, Any]) -> None:
+    def __init__(self, cfg: dict[str, Any], reply: Callable[[dict[str, Any]], None] = reply) -> None:
+        self.reply = reply
         self.shape = KVShape(**cfg["shape"])
         self.p_tp, self.d_tp = int(cfg["prefill_tp"]), int(cfg["decode_tp"])
         full, swa = global_kv(self.shape, int(cfg["seed"]))
         self.kv = {"full": full, "swa": swa}
         self.ranks = [RankMemory(self.shape, self.d_tp, d) for d in range(self.d_tp)]
         host = str(cfg.get("host") or "127.0.0.1")
-        self.backends = [create_backend(cfg["backend"], f"bench-decode{d}", host=host) for d in range(self.d_tp)]
+        self.backends = [create_backend(cfg["backend"], f"bench-decode{d}{cfg.get('tag', '')}", host=host) for d in range(self.d_tp)]
         self.layouts: dict[tuple[int, int], Any] = {}
         self.staging: dict[tuple[int, int], np.ndarray] = {}
         layers = self.shape.pool_layers()
@@ -145,7 +157,7 @@ class DecodeSide:
             mem.clear()
         for buf in self.staging.values():
             buf.fill(0)
-        reply({"armed": True})
+        self.reply({"armed": True})
         deadline = time.monotonic() + timeout
         seen: set[tuple[int, int, int]] = set()
         scatter_s = 0.0

@@ -80,13 +80,14 @@ def check_memory(shape: KVShape, tokens: int) -> None:
                         f"{have / 2**30:.1f} GiB are available")
 
 
-def run_bench(cfg: BenchConfig, peer: Any = None) -> dict[str, Any]:
+def run_bench(cfg: BenchConfig, peer: Any = None, tag: str = "") -> dict[str, Any]:
     """Measure memcpy, the per-token path and the packed path side by side, `cfg.repeats` rounds after a
     warm-up that opens the connections, and return the JSON document.
 
     Why rounds: on a small shared machine any one timing can land in someone else's burst. Each round runs
     memcpy, per-token, memcpy, packed, memcpy back to back; the best of each (memcpy: best of all its
-    measurements) gives the figures, so load hurts all three alike instead of skewing the ratio.
+    measurements) gives the figures, so load hurts all three alike instead of skewing the ratio. TAG (with the
+    peer's setup) keeps endpoint names distinct when one process runs several benches (preflight's agents).
     """
     if cfg.backend not in NAMES:
         raise UserError(f"unknown backend {cfg.backend!r}: expected one of {', '.join(NAMES)}")
@@ -110,6 +111,7 @@ def run_bench(cfg: BenchConfig, peer: Any = None) -> dict[str, Any]:
                 "decode_tp": cfg.decode_tp,
                 "seed": cfg.seed,
                 "host": cfg.decode_host,
+                "tag": tag,
             }
         )
         remote = peer.recv()["ranks"]
@@ -119,7 +121,7 @@ def run_bench(cfg: BenchConfig, peer: Any = None) -> dict[str, Any]:
             mem.fill({"full": full, "swa": swa})
         del full, swa
         for p, mem in enumerate(ranks):
-            backend = create_backend(cfg.backend, f"bench-prefill{p}", host=cfg.prefill_host)
+            backend = create_backend(cfg.backend, f"bench-prefill{p}{tag}", host=cfg.prefill_host)
             backend.register(mem.regions())
             backends.append(backend)
         peers = {

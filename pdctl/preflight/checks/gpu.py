@@ -51,6 +51,17 @@ def run(ctx: Context) -> list[NodeCheck]:
     return out
 
 
+def node_domain(ctx: Context, node: str) -> str | None:
+    """The one multi-node NVLink domain NODE's GPUs are in (ClusterUUID/CliqueId), None without exactly one
+    (a CPU node, no nvidia-smi, no fabric): the transfer plan's NVLink link class."""
+    if ctx.topo.node(node).gpu == "cpu":
+        return None
+    inv, _ = inventory(ctx, node)
+    if inv is None or len(inv.domains) != 1:
+        return None
+    return "/".join(next(iter(inv.domains)))
+
+
 def nvlink_domain(ctx: Context) -> bool | None:
     """True when every prefill and decode node shares one multi-node NVLink domain, False when they do not,
     None when it does not apply (CPU nodes, a node without nvidia-smi)."""

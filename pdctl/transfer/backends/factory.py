@@ -7,6 +7,7 @@ module's): NIXL 1.5.1 can crash in native destructors at interpreter exit.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 
 from pdctl.transfer.backends.base import TransferBackend
@@ -18,3 +19,13 @@ def create_backend(kind: str, name: str, *, host: str = "127.0.0.1") -> Transfer
     us at (for backends whose endpoints advertise one)."""
     module, cls = backend(kind).implementation.split(":")
     return getattr(importlib.import_module(module), cls)(name, host=host)
+
+
+def load_backend(kind: str) -> None:
+    """Import backend KIND's implementation and its library now: a long-lived process (preflight's transfer
+    agent) pays the import once, at start, not in its first transfer."""
+    entry = backend(kind)
+    importlib.import_module(entry.implementation.split(":")[0])
+    for name in entry.native_modules:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
