@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pdctl.errors import UserError
 from pdctl.topology.bench import BenchConfig
 from pdctl.topology.cluster import ContainerConfig, SlurmConfig
+from pdctl.topology.kubernetes import KubernetesConfig
 from pdctl.topology.sections import (
     BLACKWELL_GPUS,
     SERVER_KEYS,
@@ -138,6 +139,7 @@ class Topology(BaseModel):
     eval: EvalConfig
     bench: BenchConfig = Field(default_factory=BenchConfig)
     slurm: SlurmConfig | None = None
+    kubernetes: KubernetesConfig | None = None
 
     @classmethod
     def from_file_model(cls, raw: TopologyFile, source_path: Path | None = None) -> Topology:
@@ -167,6 +169,7 @@ class Topology(BaseModel):
             eval=raw.eval,
             bench=raw.bench,
             slurm=raw.slurm,
+            kubernetes=raw.kubernetes,
             **roles,
         )
 
