@@ -8,7 +8,7 @@ from typing import Any
 from pdctl.bench.serve.compare import GateFailure, ratios
 from pdctl.bench.serve.metrics import PointMetrics
 from pdctl.bench.serve.sweep import SweepSpec
-from pdctl.bench.serve.targets import Deployment
+from pdctl.bench.serve.targets import Side
 
 
 @dataclass
@@ -18,9 +18,9 @@ class BenchResult:
     tool: str
     spec: SweepSpec
     dataset: str
-    candidate: Deployment
+    candidate: Side
     points: list[PointMetrics]
-    control: Deployment | None = None
+    control: Side | None = None
     control_points: list[PointMetrics] | None = None
     max_regression: float | None = None
     gate_metrics: tuple[str, ...] = ()
