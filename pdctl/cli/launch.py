@@ -44,11 +44,12 @@ def _out(json_path: str | None):
 )
 @click.option(
     "--executor",
-    type=click.Choice(["auto", "slurm"]),
+    type=click.Choice(["auto", "local", "ssh", "slurm", "kubernetes"]),
     default="auto",
     show_default=True,
-    help="auto: slurm when the topology has a slurm: section, else local for nodes without ssh: and ssh for "
-    "the others; slurm: render the sbatch script.",
+    help="auto: slurm with a slurm: section, kubernetes with a kubernetes: section, else local (ssh for nodes "
+    "with ssh:); local and ssh are one kind (each node as its ssh: says); slurm: render the sbatch script; "
+    "kubernetes: apply LeaderWorkerSet / RoleBasedGroup manifests (--dry-run writes and prints them).",
 )
 @click.option("--submit", is_flag=True, help="Slurm: submit the script with sbatch and wait until ready.")
 @click.option("--in-allocation", is_flag=True,
@@ -79,7 +80,8 @@ def launch(
 
     out = _out(json_path)
     topo = load_topology(topology)
-    options = LaunchOptions(run_dir=Path(run_dir) if run_dir else None, executor=executor, dry_run=dry_run,
+    kind = "local" if executor == "ssh" else executor  # one kind: each node is reached as its ssh: says
+    options = LaunchOptions(run_dir=Path(run_dir) if run_dir else None, executor=kind, dry_run=dry_run,
                             submit=submit, in_allocation=in_allocation, timeout=timeout, skip_compat=skip_compat,
                             preflight=not skip_preflight, detach=detach)
     with _ProgressView() as view:
@@ -91,7 +93,11 @@ def launch(
         done = launch(topo, options, LaunchHooks(
             loud=_loud, warning=_warning, note=_note, progress=view.update, on_ready=ready,
             on_preflight=lambda report: _preflight_seen(report, out), say=_job_line))
-    if done.outcome == "dry-run":
+    if done.outcome == "dry-run" and done.manifests is not None:
+        out.print(done.manifests.read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True)
+        out.print(f"[dim]# manifests written to {done.manifests} (plan: {done.plan_file})[/]", soft_wrap=True)
+        write_json(json_path, done.deployment.to_json())
+    elif done.outcome == "dry-run":
         _print_deployment(done.deployment, out)
         out.print(f"[dim]plan written to {done.plan_file}[/]")
         for error in done.missing:  # the plan is written; launching it from here would be refused

@@ -25,6 +25,7 @@ from pdctl.launch.gate import (
     require_local_nodes,
     require_runnable_here,
 )
+from pdctl.launch.kube import MANIFESTS_FILE, checked_manifests, launch_on_kubernetes, write_manifests
 from pdctl.launch.submit import submit_topology, write_script
 from pdctl.launch.supervisor import Progress, refuse_running, supervise
 from pdctl.preflight.report import PreflightReport
@@ -81,6 +82,7 @@ class Launched:
     script: Path | None = None
     plan_file: Path | None = None
     missing: list[UserError] = field(default_factory=list)  # dry run: what could not start from here
+    manifests: Path | None = None  # kubernetes: the manifests written (and applied, unless a dry run)
 
 
 def _check_options(kind: str, options: LaunchOptions) -> None:
@@ -107,14 +109,16 @@ def launch(topo: Topology, options: LaunchOptions, hooks: LaunchHooks | None = N
         topo = bind_allocation(topo)
         state = {"executor": "slurm", "job_id": job_id, "job_owned": os.environ.get(OWN_JOB_ENV) == "1",
                  "nodes": {n.name: {"host": n.host, "advertise": n.address} for n in topo.nodes}}
-    # Slurm nodes cannot be asked before the job runs (the job asks them); a dry run asks what it can reach
-    # but does not fail on it
-    topo, version = engine_version(topo, ask=kind != "slurm" or options.in_allocation, strict=starting,
-                                   executor=kind)
+    # Slurm nodes cannot be asked before the job runs (the job asks them), nor pods before they exist; a dry
+    # run asks what it can reach but does not fail on it
+    ask = kind == "local" or (kind == "slurm" and options.in_allocation)
+    topo, version = engine_version(topo, ask=ask, strict=starting, executor=kind)
     if version is not None and version.note and hooks.note:
         hooks.note(version.note)
     deployment = render(topo, executor=kind, startup_timeout_s=int(options.timeout))
     gate(deployment, version, skip_compat=options.skip_compat, warn=hooks.loud)
+    if kind == "kubernetes":
+        return _kubernetes(deployment, run_dir, options, hooks)
     if options.dry_run:
         return Launched("dry-run", deployment, run_dir, plan_file=write_deployment(run_dir, deployment),
                         missing=missing_here(deployment))
@@ -135,6 +139,26 @@ def launch(topo: Topology, options: LaunchOptions, hooks: LaunchHooks | None = N
     done = supervise(deployment, run_dir, timeout=options.timeout, detach=options.detach, progress=hooks.progress,
                      on_ready=hooks.on_ready, remember=options.remember, state=state)
     return Launched("running", deployment, run_dir, state=done)
+
+
+def _kubernetes(deployment: Deployment, run_dir: Path, options: LaunchOptions, hooks: LaunchHooks) -> Launched:
+    """The manifests of DEPLOYMENT written (dry run) or applied and waited for. Preflight probes machines
+    pdctl can run commands on; a pod's machine is the scheduler's choice, so it is not run (said)."""
+    if options.dry_run:
+        objs = checked_manifests(deployment)
+        plan_file = write_deployment(run_dir, deployment)
+        return Launched("dry-run", deployment, run_dir, plan_file=plan_file,
+                        manifests=write_manifests(run_dir, objs))
+    if options.preflight and hooks.warning:
+        hooks.warning("kubernetes: preflight is not run (the scheduler chooses the machines; pdctl runs no "
+                      "commands on them): the pods' readiness is the check")
+    state = launch_on_kubernetes(deployment, run_dir, timeout=options.timeout, progress=hooks.progress or _quiet,
+                                 remember=options.remember)
+    return Launched("running", deployment, run_dir, state=state, manifests=run_dir / MANIFESTS_FILE)
+
+
+def _quiet(name: str, phase: str, detail: str) -> None:
+    """No progress display."""
 
 
 def launch_topology(

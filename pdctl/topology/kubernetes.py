@@ -59,6 +59,8 @@ class KubernetesConfig(Section):
     flavor: Literal["lws", "rbg"] = Field(
         "lws", description="lws: one LeaderWorkerSet per role (leaderworkerset.x-k8s.io/v1), the router as a "
         "Deployment; rbg: one RoleBasedGroup (workloads.x-k8s.io/v1alpha2) with router, prefill and decode roles.")
+    context: str | None = Field(None, min_length=1, description="The kube-config context to use (default: the "
+                                "current one; the file is $KUBECONFIG, else ~/.kube/config).")
     namespace: str = Field("default", pattern=DNS_LABEL, max_length=63, description="Namespace of every object.")
     image: str | None = Field(
         None, min_length=1, description="The engine's container image (default: engine.container.image), e.g. "

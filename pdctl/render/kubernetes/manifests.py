@@ -39,6 +39,7 @@ from pdctl.render.kubernetes.pods import ROUTER_CONTAINER, image, pod_spec, reso
 from pdctl.render.kubernetes.roles import RolePods, role_pods, role_urls, router_argv
 
 if TYPE_CHECKING:
+    from pdctl.render.spec import Deployment
     from pdctl.topology import Topology
     from pdctl.topology.kubernetes import KubernetesConfig
     from pdctl.topology.placement import ReplicaPlacement
@@ -172,4 +173,9 @@ def render_manifests(topo: Topology, workers: list[Any], router: Any,
     return out
 
 
-__all__ = ["config", "leader_worker_set", "names_of", "render_manifests", "resources"]
+def deployment_manifests(deployment: Deployment) -> list[dict[str, Any]]:
+    """The manifests of a rendered DEPLOYMENT (pdctl.render.deployment.render with executor kubernetes)."""
+    return render_manifests(deployment.topo, deployment.workers, deployment.router, deployment.placements)
+
+
+__all__ = ["deployment_manifests", "config", "leader_worker_set", "names_of", "render_manifests", "resources"]

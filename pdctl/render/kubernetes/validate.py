@@ -31,9 +31,8 @@ def _builtin(obj: dict[str, Any], version: str) -> list[str]:
     try:
         kubernetes_validate.validate(obj, version, strict=True)
     except kubernetes_validate.ValidationError as exc:
-        err = exc.caught
-        path = ".".join(str(p) for p in getattr(err, "absolute_path", []))
-        return [f"{_where(obj)}: {path or '(top)'}: {getattr(err, 'message', str(err))}"]
+        path = ".".join(str(p) for p in exc.absolute_path)  # the first problem (kubernetes-validate stops there)
+        return [f"{_where(obj)}: {path or '(top)'}: {exc.message}"]
     except kubernetes_validate.SchemaNotFoundError:
         return [f"{_where(obj)}: Kubernetes {version} has no {obj.get('apiVersion')} {obj.get('kind')}"]
     return []
