@@ -170,10 +170,8 @@ def _print_ready(state: dict[str, Any], out: Any, *, foreground: bool) -> None:
     stay = "  (Ctrl-C stops everything)" if foreground else ""
     out.print(f"[bold green]ready[/] — router {state['router']['url']}{stay}")
     for rec in state["processes"]:
-        out.print(
-            f"  {rec['name']:<14} {rec['node']:<10} pid {rec['pid']:<8} {rec.get('url') or ''}",
-            highlight=False,
-        )
+        where = f"pod {rec['pod']}" if rec.get("pod") else f"pid {rec['pid']!s:<8}"
+        out.print(f"  {rec['name']:<14} {rec['node']:<10} {where} {rec.get('url') or ''}", highlight=False)
     out.print(f"  run dir: {state['run_dir']}  (pdctl status | logs | down)", highlight=False)
 
 

@@ -74,19 +74,21 @@ class Kube:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            resp = self.api.call_api(path, method, query_params=list((query or {}).items()), body=body,
-                                     header_params={"Content-Type": "application/json", "Accept": "*/*"},
-                                     auth_settings=["BearerToken"], _preload_content=False,
+            method, url, headers, body, _ = self.api.param_serialize(
+                method, path, query_params=list((query or {}).items()), body=body,
+                header_params={"Content-Type": "application/json", "Accept": "*/*"}, auth_settings=["BearerToken"])
+            resp = self.api.call_api(method, url, header_params=headers, body=body,
                                      _request_timeout=None if stream else timeout)
         except ApiException:
             raise
         except Exception as exc:  # urllib3's connection errors
             host = self.api.configuration.host
             raise UserError(f"kubernetes: cannot reach the API server at {host}: {exc}") from exc
-        response = resp[0] if isinstance(resp, tuple) else resp
-        if stream:
-            return response
-        data = response.data.decode()
+        if stream and resp.status < 400:
+            return resp.response  # urllib3's response, read as it arrives
+        data = resp.read().decode(errors="replace")
+        if resp.status >= 400:
+            raise ApiException(http_resp=resp, body=data)
         return json.loads(data) if data.startswith(("{", "[")) else data
 
     @staticmethod
@@ -257,16 +259,16 @@ class KubernetesExecutor:
         if v is None:
             return ""
         kube = kube_of(record)
-        text = kube.log(v.name, record["container"], tail=tail)
+        text = kube.log(v.name, record["k8s_container"], tail=tail)
         if not text.strip() and v.restarts:
-            text = kube.log(v.name, record["container"], tail=tail, previous=True)
+            text = kube.log(v.name, record["k8s_container"], tail=tail, previous=True)
         return text
 
     def follow_log(self, record: dict[str, Any], tail: int) -> Iterator[str]:
         v = self.pod_view(record)
         if v is None:
             raise UserError(f"{record['name']}: no pod to follow")
-        return kube_of(record).follow(v.name, record["container"], tail)
+        return kube_of(record).follow(v.name, record["k8s_container"], tail)
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
         raise UserError("kubernetes: pdctl runs no commands on cluster nodes (preflight and the version question "

@@ -64,9 +64,10 @@ def _owned(names: Names, objs: list[dict[str, Any]], role: str) -> list[dict[str
 def _record(proc: ProcessSpec, run_dir: Path, names: Names, kube: Kube, objs: list[dict[str, Any]]) -> dict[str, Any]:
     record = new_record(proc, run_dir)
     record.update(executor="kubernetes", namespace=names.namespace, kube=kube.target,
-                  objects=_owned(names, objs, proc.role), log=None, container="sglang")
+                  objects=_owned(names, objs, proc.role), log=None, k8s_container="sglang")
     if proc.role == "router":
-        record.update(pod_selector=f"{RUN_LABEL}={names.base},pdctl.dev/role=router", container="router")
+        record.update(pod_selector=f"{RUN_LABEL}={names.base},pdctl.dev/role=router",
+                      k8s_container="router")
     else:
         record["pod"] = names.pod(proc.role, proc.replica, proc.node_rank)
         http = next(o for o in objs if o["kind"] == "Service" and o["metadata"]["name"] == names.service(proc.role))
