@@ -116,9 +116,11 @@ def launch(topo: Topology, options: LaunchOptions, hooks: LaunchHooks | None = N
     if version is not None and version.note and hooks.note:
         hooks.note(version.note)
     deployment = render(topo, executor=kind, startup_timeout_s=int(options.timeout))
+    # what cannot run as pods at all is bad input (exit 2), said before the verdicts
+    manifests = checked_manifests(deployment) if kind == "kubernetes" else []
     gate(deployment, version, skip_compat=options.skip_compat, warn=hooks.loud)
     if kind == "kubernetes":
-        return _kubernetes(deployment, run_dir, options, hooks)
+        return _kubernetes(deployment, manifests, run_dir, options, hooks)
     if options.dry_run:
         return Launched("dry-run", deployment, run_dir, plan_file=write_deployment(run_dir, deployment),
                         missing=missing_here(deployment))
@@ -141,18 +143,18 @@ def launch(topo: Topology, options: LaunchOptions, hooks: LaunchHooks | None = N
     return Launched("running", deployment, run_dir, state=done)
 
 
-def _kubernetes(deployment: Deployment, run_dir: Path, options: LaunchOptions, hooks: LaunchHooks) -> Launched:
+def _kubernetes(deployment: Deployment, objs: list[dict[str, Any]], run_dir: Path, options: LaunchOptions,
+                hooks: LaunchHooks) -> Launched:
     """The manifests of DEPLOYMENT written (dry run) or applied and waited for. Preflight probes machines
     pdctl can run commands on; a pod's machine is the scheduler's choice, so it is not run (said)."""
     if options.dry_run:
-        objs = checked_manifests(deployment)
         plan_file = write_deployment(run_dir, deployment)
         return Launched("dry-run", deployment, run_dir, plan_file=plan_file,
                         manifests=write_manifests(run_dir, objs))
     if options.preflight and hooks.warning:
         hooks.warning("kubernetes: preflight is not run (the scheduler chooses the machines; pdctl runs no "
                       "commands on them): the pods' readiness is the check")
-    state = launch_on_kubernetes(deployment, run_dir, timeout=options.timeout, progress=hooks.progress or _quiet,
+    state = launch_on_kubernetes(deployment, objs, run_dir, timeout=options.timeout, progress=hooks.progress or _quiet,
                                  remember=options.remember)
     return Launched("running", deployment, run_dir, state=state, manifests=run_dir / MANIFESTS_FILE)
 

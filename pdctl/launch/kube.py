@@ -130,10 +130,10 @@ def wait_ready(records: list[dict[str, Any]], timeout: float, progress: Progress
         time.sleep(POLL_S)
 
 
-def launch_on_kubernetes(deployment: Deployment, run_dir: Path, *, timeout: float, progress: Progress,
-                         remember: bool = True) -> dict[str, Any]:
-    """Apply DEPLOYMENT's manifests, wait until every pod is ready, record the run; its state document."""
-    objs = checked_manifests(deployment)
+def launch_on_kubernetes(deployment: Deployment, objs: list[dict[str, Any]], run_dir: Path, *, timeout: float,
+                         progress: Progress, remember: bool = True) -> dict[str, Any]:
+    """Apply OBJS (DEPLOYMENT's checked manifests), wait until every pod is ready, record the run; its state
+    document."""
     names = names_of(deployment.topo)
     kube = Kube(kube_target(config(deployment.topo).context), names.namespace)
     write_deployment(run_dir, deployment)

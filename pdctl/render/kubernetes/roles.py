@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from pdctl.topology.kubernetes import KubernetesConfig
     from pdctl.topology.placement import ReplicaPlacement
 
-# flags whose value is a port placement numbered per replica: every replica serves replica 0's
-PER_REPLICA_PORTS = ("--port", "--disaggregation-bootstrap-port")
+# flags whose value holds a port placement numbered per replica: every replica serves replica 0's
+PER_REPLICA_PORTS = ("--port", "--disaggregation-bootstrap-port", "--dist-init-addr")
 
 
 @dataclass(frozen=True)
