@@ -1,0 +1,80 @@
+"""The kubernetes executor through the official client against the API emulator (tests/support/kube_cluster.py,
+its own process): launch applies and waits for readiness, status reads the pods, logs reads the pod log,
+down deletes exactly what was created; an image that cannot be pulled and a crash-looping container fail the
+launch with the pod's own reason. SGLang's own parser (0.5.23, the side venv) reads every pod's command."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.kube import emulated_cluster
+from tests.support.paths import CONFIGS_DIR
+
+pytestmark = pytest.mark.e2e
+CONFIG = CONFIGS_DIR / "gpt-oss-120b-p1-d4-gb300-k8s.yaml"
+
+
+def run(kubeconfig: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    return subprocess.run([sys.executable, "-m", "pdctl", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def topology(tmp: Path, **kube: object) -> Path:
+    doc = yaml.safe_load(CONFIG.read_text())
+    doc["kubernetes"].update(kube)
+    path = tmp / "k8s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_launch_status_logs_down(tmp_path: Path, oracle) -> None:
+    with emulated_cluster(tmp_path) as kc:
+        launched = run(kc, tmp_path, "launch", str(CONFIG), "--detach", "--timeout", "120", "--json", "-")
+        assert launched.returncode == 0, launched.stderr
+        state = json.loads(launched.stdout)
+        assert state["status"] == "ready" and state["executor"] == "kubernetes"
+        assert [o["kind"] for o in state["objects"]] == ["LeaderWorkerSet", "LeaderWorkerSet", "Service", "Service",
+                                                         "Deployment", "Service"]
+        status = run(kc, tmp_path, "status", "--json", "-")
+        doc = json.loads(status.stdout)
+        assert status.returncode in (0, 1), status.stderr
+        assert all(p["healthy"] and p["pod"] for p in doc["processes"]), doc["processes"]
+        assert doc["router"]["pod"] and doc["router"]["restarts"] == 0
+        logs = run(kc, tmp_path, "logs", "decode", "--tail", "50")
+        assert logs.returncode == 0 and "ready to roll" in logs.stdout, logs.stderr
+        command = next(line[2:] for line in logs.stdout.splitlines() if line.startswith("+ "))
+        parsed = oracle.ask("parse", [shlex.split(command)[3:]])[0]  # SGLang's own parser on the pod's command
+        assert "error" not in parsed, parsed
+        assert parsed["values"]["tp_size"] == 4 and parsed["values"]["disaggregation_mode"] == "decode"
+        down = run(kc, tmp_path, "down")
+        assert down.returncode == 0 and "deleted" in down.stdout, down.stderr
+        after = run(kc, tmp_path, "status", "--json", "-")
+        assert not any(p.get("pod") and p["healthy"] for p in json.loads(after.stdout)["processes"])
+
+
+def test_image_pull_error_fails_with_the_pods_reason(tmp_path: Path) -> None:
+    with emulated_cluster(tmp_path) as kc:
+        path = topology(tmp_path, image="registry.example.invalid/sglang:missing")
+        launched = run(kc, tmp_path, "launch", str(path), "--detach", "--timeout", "120")
+        assert launched.returncode == 1, launched.stderr
+        assert "ErrImagePull" in launched.stderr or "ImagePullBackOff" in launched.stderr, launched.stderr
+        assert "Traceback" not in launched.stderr
+        assert run(kc, tmp_path, "down").returncode == 0
+
+
+def test_crash_loop_fails_with_reason_and_log_tail(tmp_path: Path) -> None:
+    with emulated_cluster(tmp_path, crash=("decode",)) as kc:
+        launched = run(kc, tmp_path, "launch", str(CONFIG), "--detach", "--timeout", "120")
+        assert launched.returncode == 1, launched.stderr
+        assert "decode-0" in launched.stderr and "CrashLoopBackOff" in launched.stderr, launched.stderr
+        assert "no CUDA-capable device" in launched.stderr  # the container's own log tail
+        assert run(kc, tmp_path, "down").returncode == 0
