@@ -1,4 +1,5 @@
 import pytest
+
 """Executor tests run in a temporary directory (tests/support/workdir.py)."""
 
 from tests.support.workdir import in_tmp_dir

@@ -178,4 +178,4 @@ def deployment_manifests(deployment: Deployment) -> list[dict[str, Any]]:
     return render_manifests(deployment.topo, deployment.workers, deployment.router, deployment.placements)
 
 
-__all__ = ["deployment_manifests", "config", "leader_worker_set", "names_of", "render_manifests", "resources"]
+__all__ = ["config", "deployment_manifests", "leader_worker_set", "names_of", "render_manifests", "resources"]

@@ -72,7 +72,7 @@ def role_pods(topo: Topology, cfg: KubernetesConfig, names: Names, role: str, wo
             raise UserError(f"kubernetes: {p.name} is placed as {shape} GPUs per pod but {first.name} as "
                             f"{[s.num_gpus for s in first.slots]}: a LeaderWorkerSet's replicas share one pod "
                             "template (list the role's nodes so that every replica fills whole nodes alike)")
-    if len(set(s.num_gpus for s in first.slots)) > 1:
+    if len({s.num_gpus for s in first.slots}) > 1:
         raise UserError(f"kubernetes: {first.name} spans nodes with {[s.num_gpus for s in first.slots]} GPUs: the "
                         "pods of a replica get the same GPU count (give each node of the role the same gpus)")
     group = names.group_env if first.nnodes > 1 else None

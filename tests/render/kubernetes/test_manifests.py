@@ -5,6 +5,7 @@ kinds Kubernetes' own schemas; renders are deterministic; bad input exits 2."""
 from __future__ import annotations
 
 import copy
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,7 @@ def test_every_pod_runs_the_judged_command(flavor: str) -> None:
         proc = by_proc[(role, replica, int(index))]
         argv = pod_command(pod)
         assert judged(argv) == judged(proc.argv)  # SGLang's values, flag for flag, as check-compat read them
-        flags = dict(zip(argv, argv[1:]))
+        flags = dict(itertools.pairwise(argv))
         assert flags["--host"] == "0.0.0.0"
         if role == "decode":
             leader = names_of(deployment.topo).pod(role, replica)  # the controller's leader pod of this replica
@@ -146,7 +147,7 @@ def test_strict_validation_says_no() -> None:
 
 
 def test_vendored_crds_name_release_and_source() -> None:
-    for flavor, meta in sources().items():
+    for meta in sources().values():
         assert meta["release"] and meta["source"].startswith("https://github.com/") and len(meta["commit"]) == 40
         assert meta["release"] in meta["source"]
 
