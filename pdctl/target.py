@@ -1,6 +1,7 @@
 """The one resolver of a deployment target, shared by `pdctl eval`, `parity` and `bench serve`: a URL given
 directly (with the servers behind it), or a `pdctl launch` run dir (its router, its prefill and decode
-servers, its state), checked to answer before any work starts.
+servers, its state), checked to answer — and a run's processes to be alive (pdctl.liveness) — before any work
+starts.
 
 Why more than a URL: a cold parity comparison needs *every* cache of the deployment empty (prefill's prefix
 cache and decode's), and a warm one needs decode's empty but prefill's kept, so the prefill and decode servers
@@ -20,6 +21,7 @@ from typing import Any
 import requests
 
 from pdctl.errors import UserError
+from pdctl.liveness import require_alive
 from pdctl.runs import read_state, resolve_run_dir
 
 INFO_TIMEOUT_S = 10.0
@@ -109,14 +111,17 @@ def url_target(url: str, *, decode_urls: tuple[str, ...] = (), prefill_urls: tup
     return target_from_url(url, decode_urls=decode_urls, prefill_urls=prefill_urls)
 
 
-def resolve(url: str | None, run_dir: str | Path | None, *, what: str | None = None,
+def resolve(url: str | None, run_dir: str | Path | None, *, what: str | None = None, doing: str | None = None,
             decode_urls: tuple[str, ...] = (), prefill_urls: tuple[str, ...] = ()) -> Target:
     """The target of a command: URL when given (with the servers behind it), else the deployment of RUN_DIR (or
     the latest run). UserError (exit 2) when it does not answer at all; WHAT names it in that message (default
-    for a run: "the router of run DIR")."""
+    for a run: "the router of run DIR"). DOING (the command, for a run dir): CheckFailed (exit 1) naming a
+    dead process of the run with its log tail, before any request (the router would keep listing it)."""
     if url is not None:
         check_reachable(url, what or "--url")  # before asking it for its workers
         return url_target(url, decode_urls=decode_urls, prefill_urls=prefill_urls)
+    if doing is not None:
+        require_alive(resolve_run_dir(run_dir), doing)
     target = target_from_run_dir(run_dir)
     check_reachable(target.url, what or f"the router of run {target.run_dir}")
     return target

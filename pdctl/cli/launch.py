@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from pdctl.cli.console import console, err_console, write_json
-from pdctl.cli.options import FiniteFloatRange, json_option, run_dir_option
+from pdctl.cli.options import FiniteFloatRange, json_option, run_dir_option, set_option
 
 
 def _out(json_path: str | None):
@@ -19,7 +19,9 @@ def _out(json_path: str | None):
 @click.command("launch")
 @click.argument("topology", type=click.Path(dir_okay=False))
 @click.option(
-    "--dry-run", is_flag=True, help="Print every command per node and write plan.json; start nothing."
+    "--dry-run", is_flag=True,
+    help="Show what would start and write the plan; start nothing. Slurm: print the sbatch script --submit "
+    "would submit (stdout is the script). Never touches the records of a run already in --run-dir.",
 )
 @click.option(
     "--run-dir",
@@ -48,14 +50,16 @@ def _out(json_path: str | None):
     default="auto",
     show_default=True,
     help="auto: slurm with a slurm: section, kubernetes with a kubernetes: section, else local (ssh for nodes "
-    "with ssh:); local and ssh are one kind (each node as its ssh: says); slurm: render the sbatch script; "
+    "with ssh:); local and ssh are one kind (each node as its ssh: says); slurm: as a Slurm job (sbatch); "
     "kubernetes: apply LeaderWorkerSet / RoleBasedGroup manifests (--dry-run writes and prints them).",
 )
-@click.option("--submit", is_flag=True, help="Slurm: submit the script with sbatch and wait until ready.")
+@click.option("--submit", is_flag=True,
+              help="Slurm: submit the job and wait until ready (what a launch of a Slurm topology does anyway).")
 @click.option("--in-allocation", is_flag=True,
               help="Inside a Slurm allocation (salloc, an sbatch job): take its nodes, start every process as "
               "an srun step (what the submitted job runs).")
-@json_option("the rendered deployment (dry run, slurm script) or the run state")
+@set_option
+@json_option("the rendered deployment (dry run; Slurm: with its sbatch script) or the run state")
 def launch(
     topology: str,
     dry_run: bool,
@@ -67,9 +71,13 @@ def launch(
     executor: str,
     submit: bool,
     in_allocation: bool,
+    overrides: tuple[str, ...],
     json_path: str | None,
 ) -> None:
     """Start prefill, decode and router from TOPOLOGY, wait until healthy, print the URLs.
+
+    A topology with a slurm: section (or --executor slurm) is submitted as a Slurm job, which runs
+    `pdctl launch --in-allocation` on its nodes; --dry-run prints its sbatch script instead.
 
     Every path (a launch, --dry-run, the Slurm script, the job itself) runs check-compat first on the commands
     it renders, with the SGLang version from engine.version or, when that is missing, asked from the nodes; a
@@ -79,7 +87,7 @@ def launch(
     from pdctl.topology import load_topology
 
     out = _out(json_path)
-    topo = load_topology(topology)
+    topo = load_topology(topology, overrides)
     kind = "local" if executor == "ssh" else executor  # one kind: each node is reached as its ssh: says
     options = LaunchOptions(run_dir=Path(run_dir) if run_dir else None, executor=kind, dry_run=dry_run,
                             submit=submit, in_allocation=in_allocation, timeout=timeout, skip_compat=skip_compat,
@@ -91,24 +99,10 @@ def launch(
             _print_ready(state, out, foreground=True)
 
         done = launch(topo, options, LaunchHooks(
-            loud=_loud, warning=_warning, note=_note, progress=view.update, on_ready=ready,
+            loud=_loud, warning=_warning, notice=_warning, note=_note, progress=view.update, on_ready=ready,
             on_preflight=lambda report: _preflight_seen(report, out), say=_job_line))
-    if done.outcome == "dry-run" and done.manifests is not None:
-        out.print(done.manifests.read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True)
-        out.print(f"[dim]# manifests written to {done.manifests} (plan: {done.plan_file})[/]", soft_wrap=True)
-        write_json(json_path, done.deployment.to_json())
-    elif done.outcome == "dry-run":
-        _print_deployment(done.deployment, out)
-        out.print(f"[dim]plan written to {done.plan_file}[/]")
-        for error in done.missing:  # the plan is written; launching it from here would be refused
-            _warning(f"{error.message}; {error.detail}")
-        write_json(json_path, done.deployment.to_json())
-    elif done.outcome == "script":
-        assert done.script is not None
-        out.print(f"[dim]# sbatch script: {done.script} (submit with --submit, or sbatch it yourself)[/]",
-                  soft_wrap=True)
-        out.print(done.script.read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True)
-        write_json(json_path, done.deployment.to_json())
+    if done.outcome == "dry-run":
+        write_json(json_path, _dry_run(done, out))
     elif done.outcome == "submitted":
         assert done.state is not None
         out.print(f"[bold green]ready[/] — slurm job {done.state['job_id']}, router {done.state['router']['url']}",
@@ -127,13 +121,40 @@ def _loud(message: str) -> None:
 
 
 def _warning(message: str) -> None:
+    """A warning on stderr (what is not checked, job paths not shared, check-compat's fired warnings)."""
     from rich.markup import escape
 
-    err_console.print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False)
+    err_console.print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def _dry_run(done: Any, out: Any) -> dict[str, Any]:
+    """What a dry run shows: every command per node and where the deployment was written; a Slurm topology's
+    sbatch script, exactly as --submit submits it, on stdout (`> job.sbatch` keeps it runnable). The JSON
+    document is the deployment (with the script under `sbatch`)."""
+    if done.beside:
+        _note(f"{done.run_dir} holds a run's records (state.json): this dry run writes to "
+              f"{done.plan_file.parent} and leaves them alone")
+    doc = done.deployment.to_json()
+    if done.manifests is not None:
+        out.print(done.manifests.read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True, end="")
+        err_console.print(f"[dim]# the manifests a launch applies (also in {done.manifests}); plan: "
+                          f"{done.plan_file}[/]", highlight=False, soft_wrap=True)
+        return doc
+    if done.script is not None:
+        script = done.script.read_text(encoding="utf-8")
+        out.print(script, markup=False, highlight=False, soft_wrap=True, end="")
+        err_console.print(f"[dim]# the sbatch script --submit submits (also in {done.script}); the srun steps the "
+                          f"job starts: {done.plan_file}[/]", highlight=False, soft_wrap=True)
+        return {**doc, "sbatch": script}
+    _print_deployment(done.deployment, out)
+    out.print(f"[dim]plan written to {done.plan_file}[/]")
+    for error in done.missing:  # the plan is written; launching it from here would be refused
+        _warning(f"{error.message}; {error.detail}")
+    return doc
 
 
 def _note(message: str) -> None:
-    err_console.print(f"[yellow]note:[/] {message}", highlight=False)
+    err_console.print(f"[yellow]note:[/] {message}", highlight=False, soft_wrap=True)
 
 
 def _job_line(line: str) -> None:

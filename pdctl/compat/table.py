@@ -41,6 +41,10 @@ RULES: list[Rule] = [
          "use the replacement flag named; deprecated spellings are removed in a later release",
          "a rendered command uses a deprecated flag",
          colocated=True),
+    Rule("reference-ignores-args", "warning", NOT_RENDERED, flags.reference_ignores_args,
+         "remove the flag from args:, or rehearse it where it runs (SGLang): the reference engine cannot",
+         "the CPU reference engine ignores an SGLang flag given in args: (a rehearsal would silently run "
+         "without it)", colocated=True),
     Rule("args-override", "error", NOT_RENDERED, flags.args_override,
          "remove the flag from args: and set the topology key named instead",
          "an args: flag duplicates (or removes) a flag pdctl renders from a topology key", colocated=True),

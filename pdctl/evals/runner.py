@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,8 +21,10 @@ import httpx
 from pdctl.evals.base import Item
 from pdctl.evals.client import Completion, RequestConfig, RequestFailed, complete
 from pdctl.evals.results import ResultsWriter, make_record
+from pdctl.liveness import Liveness, Watchdog
 
 Score = Callable[[str, Item], dict[str, Any]]  # pdctl.evals.base.Eval.score
+GiveUp = Callable[[str], Awaitable[str | None]]  # pdctl.evals.client.complete's give_up
 
 
 @dataclass
@@ -36,16 +38,19 @@ class Job:
 
 @dataclass
 class RunOutcome:
-    """What one run (this process) did: new records, wall time, and whether it was interrupted."""
+    """What one run (this process) did: new records, wall time, whether it was interrupted, and the
+    deployment's dead processes when that is why it stopped early (pdctl.liveness)."""
 
     records: list[dict] = field(default_factory=list)
     wall_s: float = 0.0
     interrupted: bool = False
+    dead: Liveness | None = None
 
 
-async def _ask(client: httpx.AsyncClient, cfg: RequestConfig, job: Job, score: Score) -> dict:
+async def _ask(client: httpx.AsyncClient, cfg: RequestConfig, job: Job, score: Score,
+               give_up: GiveUp | None = None) -> dict:
     try:
-        completion: Completion | None = await complete(client, cfg, job.prompt)
+        completion: Completion | None = await complete(client, cfg, job.prompt, give_up)
         error, attempts, history = None, completion.attempts, None
     except RequestFailed as exc:
         completion, error, attempts, history = None, exc.message, exc.attempts, exc.history
@@ -63,14 +68,28 @@ async def run_jobs(
     score: Score,
     on_record: Callable[[dict], None] | None = None,
     stop: asyncio.Event | None = None,
+    watchdog: Watchdog | None = None,
 ) -> RunOutcome:
     """Ask every job with PARALLEL in flight, SCORE each answer (the eval's scorer); write and report each
     record; return early when STOP is set.
 
     When run in the main thread, SIGINT sets STOP (a clean stop) instead of raising KeyboardInterrupt.
+    WATCHDOG (the run's processes, pdctl.liveness): asked when a request fails transiently; a dead process
+    stops the eval at once (outcome.dead) instead of retrying every question against it.
     """
     stop = stop or asyncio.Event()
     outcome = RunOutcome()
+
+    async def give_up(_failure: str) -> str | None:
+        if watchdog is None:
+            return None
+        found = await asyncio.to_thread(watchdog.dead)
+        if found is None:
+            return None
+        outcome.dead = found
+        stop.set()
+        return "stopped: " + found.summary()
+
     queue: asyncio.Queue[Job] = asyncio.Queue()
     for job in jobs:
         queue.put_nowait(job)
@@ -91,7 +110,7 @@ async def run_jobs(
                     job = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                record = await _ask(client, cfg, job, score)
+                record = await _ask(client, cfg, job, score, give_up)
                 writer.write(record)  # even if a stop came meanwhile: it is a finished answer
                 outcome.records.append(record)
                 if on_record is not None:
@@ -103,7 +122,7 @@ async def run_jobs(
         try:
             await asyncio.wait({all_done, stopper}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            if stop.is_set():
+            if stop.is_set() and outcome.dead is None:
                 outcome.interrupted = True
             for task in workers:
                 task.cancel()
@@ -115,6 +134,6 @@ async def run_jobs(
             if sigint_installed:
                 loop.remove_signal_handler(signal.SIGINT)
     outcome.wall_s = time.monotonic() - start
-    if not outcome.interrupted and len(outcome.records) < len(jobs):
+    if not outcome.interrupted and outcome.dead is None and len(outcome.records) < len(jobs):
         outcome.interrupted = True
     return outcome

@@ -23,6 +23,7 @@ from typing import Any
 from pdctl.errors import CheckFailed, UserError
 from pdctl.executors.base import CommandResult
 from pdctl.executors.kube_pods import PodView, describe, view
+from pdctl.render.kubernetes.crds import by_kind, sources
 from pdctl.render.spec import ProcessSpec
 
 INSTALL_HINT = "the kubernetes executor needs the kubernetes client: pip install 'pdctl[kubernetes]'"
@@ -98,8 +99,6 @@ class Kube:
         if (api, kind) in BUILTIN:
             prefix, plural = BUILTIN[(api, kind)]
         else:
-            from pdctl.render.kubernetes.crds import by_kind, sources
-
             flavor = by_kind(kind)
             if flavor is None:
                 raise UserError(f"kubernetes: pdctl does not manage {api} {kind}")

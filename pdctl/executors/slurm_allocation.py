@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import os
 import shlex
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pdctl.errors import CheckFailed, UserError
+from pdctl.executors.base import CommandResult
 from pdctl.executors.local import run_captured
+from pdctl.executors.slurm import SlurmExecutor, node_step
 from pdctl.render.slurm import in_allocation, slurm_target
 from pdctl.topology.placement import is_loopback
 
 if TYPE_CHECKING:
-    from pdctl.topology import Topology
+    from pdctl.topology import Node, Topology
 
 ADDRESS_TIMEOUT_S = 120.0
 MARK = "@@pdctl-address"
@@ -165,3 +168,23 @@ def slurm_nodes(topo: Topology) -> Topology:
                         "allocation (salloc), where they are its nodes (`pdctl launch --submit` runs preflight in "
                         "its job)")
     return topo
+
+
+def prepare_containers(topo: Topology, *, timeout: float) -> None:
+    """With engine.container: create the deployment's named pyxis container on every node first, one step per
+    node (nodes in parallel), so that the image is imported once per node before any server starts, instead
+    of by several steps of one node racing to create it. CheckFailed names a node where it fails."""
+    container = topo.engine.container
+    if container is None:
+        return
+    nodes = list({n.target: n for n in topo.nodes}.values())
+
+    def create(node: Node) -> tuple[str, CommandResult]:
+        return node.name, SlurmExecutor(node=node.target, wrap=node_step(topo, node)).run(["true"], timeout=timeout)
+
+    with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+        for name, done in pool.map(create, nodes):
+            if done.returncode != 0:
+                why = "no answer within the timeout" if done.returncode is None else f"exit {done.returncode}"
+                raise CheckFailed(f"could not create the container {container.image} on node {name} ({why})",
+                                  detail=(done.stderr or done.stdout).strip()[-2000:])

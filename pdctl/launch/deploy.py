@@ -1,8 +1,8 @@
 """One launch, one way: load -> version -> place + render (once) -> verdicts -> start.
 
 Every launch path runs this sequence, and nothing else renders: `pdctl launch` (a real launch, `--dry-run`,
-the Slurm script, `--submit`, `--in-allocation` inside the job) and the Python API (`launch_topology`, used by
-parity's reference and bench serve's control). The topology is rendered ONCE into a Deployment
+a Slurm topology's job submitted and followed, `--in-allocation` inside the job) and the Python API
+(`launch_topology`, used by parity's reference and bench serve's control). The topology is rendered ONCE into a Deployment
 (pdctl.render); check-compat parses that deployment's commands, the local-node checks and preflight read it,
 `transfer.nvlink: auto` adjusts its environment from preflight's facts, and the supervisor starts exactly it.
 """
@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from pdctl.errors import UserError
-from pdctl.executors.slurm_allocation import bind_allocation, require_allocation, slurm_nodes
+from pdctl.executors.slurm_allocation import (
+    bind_allocation,
+    prepare_containers,
+    require_allocation,
+    slurm_nodes,
+)
 from pdctl.launch.gate import (
     engine_version,
     gate,
@@ -26,16 +31,18 @@ from pdctl.launch.gate import (
     require_runnable_here,
 )
 from pdctl.launch.kube import MANIFESTS_FILE, checked_manifests, launch_on_kubernetes, write_manifests
-from pdctl.launch.submit import submit_topology, write_script
+from pdctl.launch.submit import sbatch_script, submit_topology
 from pdctl.launch.supervisor import Progress, refuse_running, supervise
 from pdctl.preflight.report import PreflightReport
 from pdctl.preflight.runner import DEFAULT_TOKENS, run_preflight
 from pdctl.render.deployment import render
 from pdctl.render.kinds import AUTO, executor_kind
+from pdctl.render.sbatch import SCRIPT_NAME
+from pdctl.render.sharedfs import job_paths, unshared
 from pdctl.render.slurm import OWN_JOB_ENV
 from pdctl.render.spec import Deployment
 from pdctl.runs import default_run_dir
-from pdctl.runs.state import write_deployment
+from pdctl.runs.state import dry_run_dir, write_deployment
 from pdctl.topology import Topology
 
 Say = Callable[[str], None]
@@ -47,8 +54,8 @@ class LaunchOptions:
 
     run_dir: Path | None = None  # default: .pdctl/runs/<name>
     executor: str = AUTO  # a kind of pdctl.render.kinds, or auto (slurm: with a slurm: section)
-    dry_run: bool = False  # render, judge, write plan.json; start nothing
-    submit: bool = False  # Slurm: sbatch the job and follow it
+    dry_run: bool = False  # render, judge, write plan.json (Slurm: and the sbatch script); start nothing
+    submit: bool = False  # Slurm: sbatch the job and follow it (what a launch of a Slurm topology does anyway)
     in_allocation: bool = False  # inside a Slurm allocation: take its nodes, start srun steps
     timeout: float = 600.0
     skip_compat: bool = False
@@ -62,7 +69,8 @@ class LaunchHooks:
     """What the caller shows while a launch runs (all optional)."""
 
     loud: Say | None = None  # --skip-compat's notice
-    warning: Say | None = None  # what is not checked (--skip-preflight)
+    warning: Say | None = None  # what is not checked (--skip-preflight), job paths not on a shared filesystem
+    notice: Say | None = None  # each warning check-compat raised, as one compact line
     note: Say | None = None  # the SGLang version's note (assumed, asked)
     progress: Progress | None = None  # per process: starting | waiting | healthy | failed | stopped
     on_ready: Callable[[dict[str, Any]], None] | None = None  # foreground: the deployment is up
@@ -72,16 +80,17 @@ class LaunchHooks:
 
 @dataclass(frozen=True)
 class Launched:
-    """What a launch did: `dry-run` (plan.json written), `script` (plan.json and the sbatch script written),
-    `submitted` (the job's deployment is ready) or `running` (started from here)."""
+    """What a launch did: `dry-run` (plan.json written; Slurm: the sbatch script too), `submitted` (the job's
+    deployment is ready) or `running` (started from here)."""
 
     outcome: str
     deployment: Deployment
     run_dir: Path
     state: dict[str, Any] | None = None
-    script: Path | None = None
+    script: Path | None = None  # Slurm dry run: the sbatch script --submit would submit, exactly
     plan_file: Path | None = None
     missing: list[UserError] = field(default_factory=list)  # dry run: what could not start from here
+    beside: bool = False  # dry run: RUN_DIR holds a run's records, so it wrote beside them (RUN_DIR/dry-run)
     manifests: Path | None = None  # kubernetes: the manifests written (and applied, unless a dry run)
 
 
@@ -98,8 +107,9 @@ def launch(topo: Topology, options: LaunchOptions, hooks: LaunchHooks | None = N
     kind = "slurm" if options.in_allocation else executor_kind(topo, options.executor)
     _check_options(kind, options)
     run_dir = Path(options.run_dir) if options.run_dir is not None else default_run_dir(topo.name)
+    job = kind == "slurm" and not options.in_allocation  # a Slurm topology launches as a job (sbatch)
     # the processes start from here: a real launch, or the one inside a Slurm job
-    starting = not options.dry_run and (kind != "slurm" or options.in_allocation)
+    starting = not options.dry_run and not job
     if starting and not options.preflight and hooks.warning:  # a submitted job says it itself
         hooks.warning("--skip-preflight: the nodes are NOT checked before launch (versions, model, ports, "
                       "transfer path)")
@@ -107,29 +117,25 @@ def launch(topo: Topology, options: LaunchOptions, hooks: LaunchHooks | None = N
     if options.in_allocation:
         job_id = require_allocation()
         topo = bind_allocation(topo)
+        prepare_containers(topo, timeout=options.timeout)  # one pyxis container per node, imported once
         state = {"executor": "slurm", "job_id": job_id, "job_owned": os.environ.get(OWN_JOB_ENV) == "1",
                  "nodes": {n.name: {"host": n.host, "advertise": n.address} for n in topo.nodes}}
     # Slurm nodes cannot be asked before the job runs (the job asks them), nor pods before they exist; a dry
     # run asks what it can reach but does not fail on it
-    ask = kind == "local" or (kind == "slurm" and options.in_allocation)
+    ask = not job and kind != "kubernetes"
     topo, version = engine_version(topo, ask=ask, strict=starting, executor=kind)
     if version is not None and version.note and hooks.note:
         hooks.note(version.note)
     deployment = render(topo, executor=kind, startup_timeout_s=int(options.timeout))
     # what cannot run as pods at all is bad input (exit 2), said before the verdicts
     manifests = checked_manifests(deployment) if kind == "kubernetes" else []
-    gate(deployment, version, skip_compat=options.skip_compat, warn=hooks.loud)
+    gate(deployment, version, skip_compat=options.skip_compat, warn=hooks.loud, notice=hooks.notice)
     if kind == "kubernetes":
         return _kubernetes(deployment, manifests, run_dir, options, hooks)
     if options.dry_run:
-        return Launched("dry-run", deployment, run_dir, plan_file=write_deployment(run_dir, deployment),
-                        missing=missing_here(deployment))
-    if kind == "slurm" and not options.in_allocation:
-        if not options.submit:
-            plan_file = write_deployment(run_dir, deployment)
-            script = write_script(topo, run_dir, timeout=options.timeout, skip_compat=options.skip_compat,
-                                  skip_preflight=not options.preflight)
-            return Launched("script", deployment, run_dir, script=script, plan_file=plan_file)
+        return _dry_run(deployment, run_dir, options, hooks, job=job)
+    if job:
+        _warn_unshared(deployment, run_dir, hooks)
         done = submit_topology(deployment, run_dir, timeout=options.timeout, skip_compat=options.skip_compat,
                                skip_preflight=not options.preflight, progress=hooks.progress, say=hooks.say)
         return Launched("submitted", deployment, run_dir, state=done)
@@ -137,7 +143,8 @@ def launch(topo: Topology, options: LaunchOptions, hooks: LaunchHooks | None = N
     require_runnable_here(deployment)  # a CLI-only install: say which extra, before anything starts
     if options.preflight:
         refuse_running(run_dir)  # a live deployment there would fail preflight's port checks less clearly
-        deployment = preflight_gate(deployment, on_report=hooks.on_preflight)
+        deployment = preflight_gate(deployment, on_report=hooks.on_preflight,
+                                    shared_dir=run_dir if options.in_allocation else None)
     done = supervise(deployment, run_dir, timeout=options.timeout, detach=options.detach, progress=hooks.progress,
                      on_ready=hooks.on_ready, remember=options.remember, state=state)
     return Launched("running", deployment, run_dir, state=done)
@@ -147,10 +154,10 @@ def _kubernetes(deployment: Deployment, objs: list[dict[str, Any]], run_dir: Pat
                 hooks: LaunchHooks) -> Launched:
     """The manifests of DEPLOYMENT written (dry run) or applied and waited for. Preflight probes machines
     pdctl can run commands on; a pod's machine is the scheduler's choice, so it is not run (said)."""
-    if options.dry_run:
-        plan_file = write_deployment(run_dir, deployment)
-        return Launched("dry-run", deployment, run_dir, plan_file=plan_file,
-                        manifests=write_manifests(run_dir, objs))
+    if options.dry_run:  # beside a run already in RUN_DIR, never over its records
+        where = dry_run_dir(run_dir)
+        return Launched("dry-run", deployment, run_dir, plan_file=write_deployment(where, deployment),
+                        manifests=write_manifests(where, objs), beside=where != run_dir)
     if options.preflight and hooks.warning:
         hooks.warning("kubernetes: preflight is not run (the scheduler chooses the machines; pdctl runs no "
                       "commands on them): the pods' readiness is the check")
@@ -161,6 +168,32 @@ def _kubernetes(deployment: Deployment, objs: list[dict[str, Any]], run_dir: Pat
 
 def _quiet(name: str, phase: str, detail: str) -> None:
     """No progress display."""
+
+
+def _dry_run(deployment: Deployment, run_dir: Path, options: LaunchOptions, hooks: LaunchHooks, *,
+             job: bool) -> Launched:
+    """Write the deployment (beside a run already in RUN_DIR, never over its records); a Slurm job's dry run
+    also writes the sbatch script --submit would submit, exactly (the script names RUN_DIR itself)."""
+    where = dry_run_dir(run_dir)
+    plan_file = write_deployment(where, deployment)
+    if not job:
+        return Launched("dry-run", deployment, run_dir, plan_file=plan_file, missing=missing_here(deployment),
+                        beside=where != run_dir)
+    script = where / SCRIPT_NAME
+    script.write_text(sbatch_script(deployment.topo, run_dir, timeout=options.timeout,
+                                    skip_compat=options.skip_compat, skip_preflight=not options.preflight),
+                      encoding="utf-8")
+    _warn_unshared(deployment, run_dir, hooks)
+    return Launched("dry-run", deployment, run_dir, script=script, plan_file=plan_file, beside=where != run_dir)
+
+
+def _warn_unshared(deployment: Deployment, run_dir: Path, hooks: LaunchHooks) -> None:
+    """Warn when paths the Slurm job needs are likely not on a filesystem its nodes share."""
+    lines = unshared(job_paths(run_dir, deployment.model_path))
+    if lines and hooks.warning:
+        hooks.warning("the Slurm job reads and writes these on its nodes, which need them on a filesystem they "
+                      "share (preflight in the job fails if a node cannot read the run dir):"
+                      + "".join(f"\n  - {line}" for line in lines))
 
 
 def launch_topology(

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdctl.compat import Finding, evaluate
 from pdctl.errors import CheckFailed, UserError
 from pdctl.executors import node_executor
-from pdctl.executors.hosts import is_local_host
 from pdctl.extras import missing_for_process
 from pdctl.models import resolve_model_spec
 from pdctl.preflight.report import PreflightReport
 from pdctl.preflight.runner import run_preflight
+from pdctl.render.hosts import is_local_host
 from pdctl.render.transfer import with_nvlink
 from pdctl.sglang.versions import VersionChoice, choose, parse_version
 
@@ -110,8 +111,7 @@ def compat_findings(deployment: Deployment, version: VersionChoice | None) -> li
 
 
 def _lines(errors: list[Finding]) -> str:
-    return "\n".join(f"- {f.rule} (SGLang fails at: {f.stage}): {f.message}" + (f" (fix: {f.fix})" if f.fix else "")
-                     for f in errors)
+    return "\n".join(f"- {f.compact()}" for f in errors)
 
 
 def check_compat(deployment: Deployment, version: VersionChoice | None = None) -> list[Finding]:
@@ -165,14 +165,18 @@ def require_runnable_here(deployment: Deployment) -> None:
         raise missing[0]
 
 
-def gate(deployment: Deployment, version: VersionChoice | None, *, skip_compat: bool, warn: Any = None) -> None:
+def gate(deployment: Deployment, version: VersionChoice | None, *, skip_compat: bool, warn: Any = None,
+         notice: Any = None) -> None:
     """check-compat over DEPLOYMENT (or, with SKIP_COMPAT, the loud notice through WARN): the verdict every
-    launch path passes once, after the one render."""
+    launch path passes once, after the one render. NOTICE receives each warning check-compat raised (a flag the
+    reference engine ignores, a deprecated flag, ...) as one compact line."""
     if skip_compat:
         if warn is not None:
             warn(skipped_compat(deployment, version))
     else:
-        check_compat(deployment, version)
+        for finding in check_compat(deployment, version):
+            if notice is not None and finding.severity == "warning" and not finding.ok:
+                notice(finding.compact())
 
 
 def preflight_gate(
@@ -180,11 +184,13 @@ def preflight_gate(
     *,
     on_report: Callable[[PreflightReport], None] | None = None,
     progress: Callable[[str], None] | None = None,
+    shared_dir: Path | None = None,
 ) -> Deployment:
     """Run preflight on DEPLOYMENT's nodes; CheckFailed (exit 1, nothing started) if it fails. Returns the
     deployment with `transfer.nvlink: auto` decided by preflight's NVLink finding (prefill and decode nodes
-    in one NVLink domain): its environment adjusted, nothing rendered again."""
-    report = run_preflight(deployment, progress=progress)
+    in one NVLink domain): its environment adjusted, nothing rendered again. SHARED_DIR: the run dir every
+    node must share with this machine (a Slurm launch)."""
+    report = run_preflight(deployment, progress=progress, shared_dir=shared_dir)
     if on_report is not None:
         on_report(report)
     if not report.ok:

@@ -139,7 +139,7 @@ def launch_on_kubernetes(deployment: Deployment, objs: list[dict[str, Any]], run
     write_deployment(run_dir, deployment)
     write_manifests(run_dir, objs)
     state = RunState(run_dir, deployment)
-    state.record_topology(deployment.topo.source_path)
+    state.record_topology(deployment.topo)  # with its --set overrides, if any
     state.doc.update(executor="kubernetes", namespace=names.namespace, kube=kube.target, flavor=names.flavor,
                      objects=[])
     if remember:

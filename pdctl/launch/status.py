@@ -13,7 +13,7 @@ from pdctl.compat.capacity import estimate
 from pdctl.compat.effective import effective
 from pdctl.errors import UserError
 from pdctl.executors import executor_for
-from pdctl.launch.health import router_check, router_workers, worker_health
+from pdctl.launch.health import router_check, router_workers, worker_health, worker_is_healthy
 from pdctl.launch.transfer_path import transfer_path
 from pdctl.metrics.alarms import StallDetector
 from pdctl.metrics.capacity import capacities
@@ -81,12 +81,17 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
         if router["alive"]:
             expected = sum(1 for p in processes if p["url"])
             healthy, detail, workers = router_check(router_rec["url"], expected)
-            workers = workers if workers is not None else router_workers(router_rec["url"])
-            if workers is None and "pod" in router:  # an in-cluster URL: the pod's readiness is what is known
-                router["detail"] += f"; {router_rec['url']} is not reachable from here ({detail})"
+            router["workers"] = workers if workers is not None else router_workers(router_rec["url"])
+            if router["workers"] is None and "pod" in router:
+                # an in-cluster URL not reachable from here: the router pod's readiness (its /readiness, run by
+                # the kubelet) and the worker pods' are what is known
+                pod_ready, pod_detail = router["healthy"], router["detail"]
+                serving, router["detail"] = routed_alive(router, processes, expected)
+                router["healthy"] = pod_ready and serving
+                router["detail"] += f"; pod {pod_detail}; {router_rec['url']} not reachable from here"
             else:
                 router["healthy"], router["detail"] = healthy, detail
-            router["workers"] = workers
+                router["healthy"], router["detail"] = routed_alive(router, processes, expected)
     ok = bool(processes) and all(p["healthy"] for p in processes) and bool(router["healthy"])
     sample = run_watch(path, state).sample()
     for entry in [*processes, router]:
@@ -107,6 +112,30 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
         "processes": processes,
         "router": router,
     }
+
+
+def routed_alive(router: dict[str, Any], processes: list[dict[str, Any]], expected: int) -> tuple[bool, str]:
+    """(healthy, detail) of the router row: the workers that are really serving (their process runs and
+    answers its health check, and the router routes to it) out of those launched. The router keeps listing a
+    killed worker as healthy until its own checks catch up: its count alone said 2/2 with decode-0 dead."""
+    serving = [p for p in processes if p["url"]]
+    down = [p for p in serving if not p["healthy"]]
+    listed = router.get("workers")
+    if isinstance(listed, list):
+        urls = {str(w.get("url", "")).rstrip("/") for w in listed if isinstance(w, dict) and worker_is_healthy(w)}
+        unrouted = [p for p in serving if p["healthy"] and p["url"].rstrip("/") not in urls]
+    else:
+        unrouted = []
+    alive = len(serving) - len(down) - len(unrouted)
+    detail = f"{alive}/{expected} workers serving"
+    if down:
+        detail += " (" + ", ".join(f"{p['name']} {p['detail']}" for p in down) + ")"
+    if unrouted:
+        detail += " (not routed to: " + ", ".join(p["name"] for p in unrouted) + ")"
+    ready = not str(router["detail"]).startswith("/readiness")
+    if not ready:
+        detail += f"; router {router['detail']}"
+    return ready and alive >= expected and not down, detail
 
 
 def role_estimates(topology_path: Path) -> tuple[dict[str, Any], str | None, str | None]:

@@ -11,7 +11,6 @@ tail of the job's output.
 
 from __future__ import annotations
 
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from pdctl.launch.health import router_ready
 from pdctl.launch.supervisor import Launch, Progress, _quiet
 from pdctl.render.sbatch import SCRIPT_NAME, render_sbatch
 from pdctl.runs import remember_latest
-from pdctl.runs.state import TOPOLOGY_COPY, current_state, make_run_dir
+from pdctl.runs.state import TOPOLOGY_COPY, current_state, write_topology_copy
 
 if TYPE_CHECKING:
     from pdctl.render.spec import Deployment
@@ -46,18 +45,23 @@ def pdctl_command(run_dir: Path, *, timeout: float, skip_compat: bool, skip_pref
     return argv
 
 
-def write_script(topo: Topology, run_dir: Path, *, timeout: float, skip_compat: bool = False,
-                 skip_preflight: bool = False) -> Path:
-    """<run_dir>/launch.sbatch, and the copy of the topology it launches (<run_dir>/topology.yaml)."""
+def sbatch_script(topo: Topology, run_dir: Path, *, timeout: float, skip_compat: bool = False,
+                  skip_preflight: bool = False) -> str:
+    """The sbatch script of TOPO's job in RUN_DIR, as --submit submits it (and --dry-run prints it)."""
     if topo.source_path is None:
         raise UserError("a Slurm job launches its topology from a file: load the topology from one")
-    make_run_dir(run_dir)
-    copy = run_dir / TOPOLOGY_COPY
-    if topo.source_path.resolve() != copy.resolve():
-        shutil.copyfile(topo.source_path, copy)
-    script = run_dir / SCRIPT_NAME
     command = pdctl_command(run_dir, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)
-    script.write_text(render_sbatch(topo, run_dir, command), encoding="utf-8")
+    return render_sbatch(topo, run_dir, command)
+
+
+def write_script(topo: Topology, run_dir: Path, *, timeout: float, skip_compat: bool = False,
+                 skip_preflight: bool = False) -> Path:
+    """<run_dir>/launch.sbatch, and the copy of the topology it launches (<run_dir>/topology.yaml, with the
+    --set overrides applied)."""
+    text = sbatch_script(topo, run_dir, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)
+    write_topology_copy(topo, run_dir)
+    script = run_dir / SCRIPT_NAME
+    script.write_text(text, encoding="utf-8")
     return script
 
 
@@ -107,7 +111,7 @@ def submit_topology(
     output's tail."""
     progress = progress or _quiet
     topo = deployment.topo
-    launch = Launch.begin(deployment, run_dir, progress, topo.source_path)
+    launch = Launch.begin(deployment, run_dir, progress)
     script = write_script(topo, run_dir, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)
     job_id = jobs.submit(script)
     launch.state.doc.update({"executor": "slurm", "job_id": job_id, "job_owned": True, "script": str(script)})
@@ -142,8 +146,11 @@ def _follow(job_id: str, run_dir: Path, timeout: float, output: JobOutput, progr
         if status in ("failed", "stopped") and doc.get("job_id") == job_id:
             raise CheckFailed(f"the launch in slurm job {job_id} {status}", detail=output.tail())
         if not jobs.is_active(state):
+            unseen = "" if output.path.exists() else (
+                "\nits output never appeared here: the run dir is likely not on a filesystem the job's nodes "
+                "share with this machine (pass --run-dir on a shared filesystem)")
             raise CheckFailed(f"slurm job {job_id} ended ({state or 'gone'}) before its deployment was ready",
-                              detail=output.tail())
+                              detail=output.tail() + unseen)
         if state == "PENDING":
             progress(name, "waiting", f"queued: {jobs.job_reason(job_id) or 'pending'}")
         else:

@@ -91,14 +91,14 @@ class Launch:
 
     @classmethod
     def begin(
-        cls, deployment: Deployment, run_dir: Path, progress: Progress, topology_path: str | Path | None
+        cls, deployment: Deployment, run_dir: Path, progress: Progress
     ) -> Launch:
         """A launch into RUN_DIR (local or slurm): refused while RUN_DIR's previous deployment runs; the
         rendered deployment and the topology file are written to RUN_DIR before anything starts."""
         refuse_running(run_dir)
         launch = cls(deployment, run_dir, progress)
         write_deployment(run_dir, deployment)
-        launch.state.record_topology(topology_path)
+        launch.state.record_topology(deployment.topo)  # with its --set overrides, if any
         return launch
 
     def start(self, proc: ProcessSpec) -> dict[str, Any]:
@@ -227,7 +227,7 @@ def supervise(
     stopped and CheckFailed (exit 1) names the failing process with its log tail. remember=False leaves
     `.pdctl/latest` alone. STATE: extra top-level keys of state.json (the Slurm job, the nodes it was given)."""
     progress = progress or _quiet
-    launch = Launch.begin(deployment, run_dir, progress, deployment.topo.source_path)
+    launch = Launch.begin(deployment, run_dir, progress)
     launch.state.doc.update(state or {})
     launch.state.save()
     if remember:

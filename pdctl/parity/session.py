@@ -14,8 +14,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from pdctl.errors import UserError
+from pdctl.errors import CheckFailed, UserError
 from pdctl.launch.scoped import launched_reference
+from pdctl.liveness import check_run
 from pdctl.models import resolve_model_spec
 from pdctl.parity.prompts import Prompt, SuiteFacts, default_suite, facts_from_info, load_prompts_file
 from pdctl.parity.results import ParityResult
@@ -67,10 +68,10 @@ class ParityRequest:
 def candidate_target(req: ParityRequest) -> Target:
     """The candidate deployment: a URL (with optional decode/prefill URLs) or a run dir's state.json.
 
-    UserError (exit 2) when it does not answer at all.
+    UserError (exit 2) when it does not answer at all; CheckFailed (exit 1) naming a dead process of the run.
     """
-    return resolve(req.candidate_url, req.run_dir, what="candidate", decode_urls=req.decode_urls,
-                   prefill_urls=req.prefill_urls)
+    return resolve(req.candidate_url, req.run_dir, what="candidate", doing="parity",
+                   decode_urls=req.decode_urls, prefill_urls=req.prefill_urls)
 
 
 @contextlib.contextmanager
@@ -161,7 +162,14 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
             modes=req.modes, tolerance=req.tolerance, max_new_tokens=req.max_new_tokens, control=req.control,
             copies=req.copies, page_size=facts.page_size, vocab_size=facts.vocab_size,
         )
-        result = run_parity(candidate, reference, prompts, opts, progress)
+        try:
+            result = run_parity(candidate, reference, prompts, opts, progress)
+        except CheckFailed as exc:  # a request failed: if a process of the run died, that is the news
+            if candidate.run_dir is not None:
+                verdict = check_run(candidate.run_dir)
+                if not verdict.ok:
+                    raise verdict.error(f"parity stopped ({exc.message})") from exc
+            raise
     result.facts = facts.describe()
     result.candidate_workers = {"prefill": list(candidate.prefill_urls), "decode": list(candidate.flush_decode)}
     return result

@@ -60,11 +60,15 @@ def _looks_like_path(path: str) -> bool:
     return path.startswith((".", "/", "~")) or Path(path).expanduser().is_dir()
 
 
-def probe_args(deployment: Deployment, node: Node, roles: list[str], peers: list[str]) -> dict[str, Any]:
-    """What to look at on NODE: its ports, the model (if it runs a server role), peers to resolve and route."""
+def probe_args(deployment: Deployment, node: Node, roles: list[str], peers: list[str],
+               read: list[str] | None = None, dirs: list[str] | None = None) -> dict[str, Any]:
+    """What to look at on NODE: its ports, the model (if it runs a server role), peers to resolve and route,
+    the files READ and directories DIRS (what a Slurm job's nodes must share with the launching machine)."""
     topo = deployment.topo
     workers = [r for r in roles if r != "router"]
     args: dict[str, Any] = {
+        "read_files": list(read or []),
+        "dirs": list(dirs or []),
         "resolve": sorted({node.address, *peers}),
         "routes": sorted(set(peers) - {node.address}),
         "ports": [],
@@ -124,9 +128,11 @@ def run_probe(executor: Executor, python: str, args: dict[str, Any], timeout: fl
     return {}, f"the probe failed with exit {done.returncode}: {tail}", "probe"
 
 
-def gather(deployment: Deployment, *, timeout: float = 60.0) -> dict[str, NodeFacts]:
+def gather(deployment: Deployment, *, timeout: float = 60.0, read: list[str] | None = None,
+           dirs: list[str] | None = None) -> dict[str, NodeFacts]:
     """Probe every node in parallel, each through the executor the deployment's kind reaches it with, with the
-    interpreter its servers run with; node -> NodeFacts (in topology order)."""
+    interpreter its servers run with (each also reads the files READ, looks for the directories DIRS);
+    node -> NodeFacts (in topology order)."""
     topo = deployment.topo
     roles = node_roles(deployment)
     peers = peers_of(deployment, roles)
@@ -136,7 +142,8 @@ def gather(deployment: Deployment, *, timeout: float = 60.0) -> dict[str, NodeFa
         python = deployment.pythons[node.name]
         started = time.monotonic()
         facts, error, kind = run_probe(
-            executor, python, probe_args(deployment, node, roles[node.name], peers[node.name]), timeout
+            executor, python, probe_args(deployment, node, roles[node.name], peers[node.name], read, dirs),
+            timeout
         )
         return NodeFacts(node.name, executor.kind, python, time.monotonic() - started, facts, error, kind)
 

@@ -131,11 +131,13 @@ def bench_config(topo: Topology, tokens: int, source: str, target: str) -> Any:
 
 def run_pair(ctx: Context, deployment: Deployment, source: str, target: str, *, tokens: int) -> TransferResult:
     """The transfer test for one (prefill node, decode node) pair, with the environment DEPLOYMENT gives its
-    prefill servers' transfer path (NVLink decided), on the interpreters its servers run with."""
+    prefill servers' transfer path (UCX's transports for tcp, NVLink decided), on the interpreters its servers
+    run with."""
     topo = deployment.topo
     nvlink = deployment.nvlink
-    # the backend's path reporting last: the test must learn the path even if engine.env silences it
-    env = {**topo.engine.env, **deployment.transfer_env.get("prefill", {}), **backend(topo.transfer.backend).path_env}
+    # engine.env wins over the transfer path's environment, as in the servers' commands; the backend's path
+    # reporting last: the test must learn the path even if engine.env silences it
+    env = {**deployment.transfer_env.get("prefill", {}), **topo.engine.env, **backend(topo.transfer.backend).path_env}
     cfg = bench_config(topo, tokens, source, target)
     src_node, dst_node = topo.node(source), topo.node(target)
     python = deployment.pythons

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from pdctl.render.kinds import wrap
+from pdctl.render.kinds import engine_python, own_python, wrap
 from pdctl.render.reference import render_reference_replica
 from pdctl.render.router import render_router
 from pdctl.render.sglang import model_path, render_sglang_replica
-from pdctl.render.spec import Deployment, ProcessSpec, engine_python
+from pdctl.render.spec import Deployment, ProcessSpec
 from pdctl.render.transfer import transfer_env, use_nvlink
 from pdctl.topology.placement import place
 
@@ -26,11 +26,16 @@ def render(topo: Topology, *, executor: str = "local", startup_timeout_s: int = 
     its documented derivation (two renders are identical). `transfer.nvlink: auto` renders as if the nodes
     shared no NVLink domain: pdctl.render.transfer.with_nvlink adjusts it from preflight's finding."""
     placements = place(topo)
-    render_replica = render_reference_replica if topo.engine.kind == "reference" else render_sglang_replica
+    own = {n.name: own_python(topo, n, executor) for n in topo.nodes}  # one node, one interpreter
     workers: list[ProcessSpec] = []
     for placement in placements:
-        workers += render_replica(topo, topo.role(placement.role), placement)
-    router = render_router(topo, placements, startup_timeout_s=startup_timeout_s)
+        role = topo.role(placement.role)
+        if topo.engine.kind == "reference":
+            workers += render_reference_replica(topo, role, placement, python=own[placement.slots[0].node])
+        else:
+            workers += render_sglang_replica(topo, role, placement)
+    router = render_router(topo, placements, python=own[topo.router_node.name],
+                           startup_timeout_s=startup_timeout_s)
     nvlink, note = use_nvlink(topo, None)
     roles = {w.role for w in workers}
     transfer = {role: transfer_env(topo, nvlink, role) for role in sorted(roles)}
@@ -44,7 +49,7 @@ def render(topo: Topology, *, executor: str = "local", startup_timeout_s: int = 
         workers=[wrap(topo, w, executor) for w in workers],
         router=wrap(topo, router, executor),
         model_path=model_path(topo),
-        pythons={n.name: engine_python(topo, n) for n in topo.nodes},
+        pythons={n.name: engine_python(topo, n, executor) for n in topo.nodes},
         transfer_env=transfer,
         nvlink=nvlink,
         notes=notes,

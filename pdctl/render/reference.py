@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from pdctl.errors import UserError
 from pdctl.render.sglang import model_path
-from pdctl.render.spec import ProcessSpec, merge_flags, node_python, node_ssh, optional_flag, process_name
+from pdctl.render.spec import ProcessSpec, merge_flags, node_ssh, optional_flag, process_name
 from pdctl.transfer.registry import backend
 
 if TYPE_CHECKING:
@@ -19,9 +19,10 @@ if TYPE_CHECKING:
 
 
 def render_reference_replica(
-    topo: Topology, role: RoleConfig, placement: ReplicaPlacement
+    topo: Topology, role: RoleConfig, placement: ReplicaPlacement, *, python: str
 ) -> list[ProcessSpec]:
-    """One process per replica: the reference engine runs its tp ranks itself, on one node."""
+    """One process per replica: the reference engine runs its tp ranks itself, on one node, with PYTHON (that
+    node's interpreter for pdctl's processes under the deployment's executor kind: pdctl.render.kinds.own_python)."""
     if placement.nnodes > 1:
         raise UserError(
             f"{placement.name}: the reference engine runs a replica on one node, but tp {role.tp} x "
@@ -37,11 +38,11 @@ def render_reference_replica(
     pd = role.name != "colocated"  # colocated: a plain server, no transfer settings or disaggregation flags
     if pd and topo.transfer.staging_buffer:
         env["SGLANG_DISAGG_STAGING_BUFFER"] = "1"
-    protocol_env = backend(topo.transfer.backend).protocol_env  # the engine's backend reads its protocol there
-    if pd and protocol_env:
-        env.setdefault(protocol_env, "tcp" if topo.transfer.protocol == "tcp" else "rdma")
+    protocol_var = backend(topo.transfer.backend).protocol_env  # the engine's backend reads its protocol there
+    if pd and protocol_var:
+        env.setdefault(protocol_var, "tcp" if topo.transfer.protocol == "tcp" else "rdma")
     argv = [
-        node_python(topo, node),
+        python,
         "-m",
         "pdctl.reference",
         "--model-path",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pdctl.render.spec import ProcessSpec, merge_flags, node_python, node_ssh
+from pdctl.render.spec import ProcessSpec, merge_flags, node_ssh
 from pdctl.topology.placement import host_for_url
 
 if TYPE_CHECKING:
@@ -47,15 +47,18 @@ def render_router(
     topo: Topology,
     placements: list[ReplicaPlacement],
     *,
+    python: str,
     startup_timeout_s: int = 600,
 ) -> ProcessSpec:
     """`python -m sglang_router.launch_router --pd-disaggregation --prefill URL BOOTSTRAP ... --decode URL`,
     or `... --worker-urls URL ...` for a colocated topology.
 
     The router's own worker-startup timeout is set to launch's timeout, so a router started by pdctl gives
-    up on a worker no earlier than pdctl does."""
+    up on a worker no earlier than pdctl does. PYTHON is its node's interpreter for pdctl's processes
+    (pdctl.render.kinds.own_python: this machine's or a Slurm job's pdctl interpreter, else engine.python, as the
+    node's servers)."""
     node = topo.router_node
-    argv = [node_python(topo, node), "-m", "sglang_router.launch_router"]
+    argv = [python, "-m", "sglang_router.launch_router"]
     if topo.is_pd:
         argv.append("--pd-disaggregation")
         for p in placements:

@@ -2,7 +2,8 @@
 
 PD roles get `--disaggregation-*` flags; a colocated replica (topology `mode: colocated`) is a plain server.
 Settings SGLang takes from the environment are rendered there: the KV layout (SGLANG_USE_HND_KVCACHE, or
-SGLANG_AITER_KV_CACHE_LAYOUT on ROCm), the staging buffer, and UCX's transports for NIXL over TCP.
+SGLANG_AITER_KV_CACHE_LAYOUT on ROCm) and the staging buffer; the transfer path's own environment (UCX's
+transports for NIXL over TCP, path reporting, multi-node NVLink) is added by pdctl.render.transfer.
 
 Every flag name here is SGLang's own, per release: the spelling of attention DP follows the flag table of
 the topology's SGLang version (pdctl/sglang/flags), and check-compat parses every rendered command with that
@@ -24,9 +25,6 @@ if TYPE_CHECKING:
     from pdctl.topology import Node, RoleConfig, Topology
     from pdctl.topology.placement import NodeSlot, ReplicaPlacement
 
-# UCX transports of NIXL over TCP: TCP between nodes, CUDA copy/IPC and shared memory within one (as the
-# SGLang PR that added head-sliced SWA transfer ran its NIXL tests). A UCX_TLS in engine.env wins.
-NIXL_TCP_UCX_TLS = "tcp,cuda_copy,cuda_ipc,sm"
 # kv_layout -> the environment variable SGLang reads it from (NHD is the default: nothing to set).
 LAYOUT_ENV = {"hnd": (ENV_HND, "1"), "vectorized_5d": (ENV_AITER_LAYOUT, "vectorized_5d")}
 
@@ -91,8 +89,6 @@ def worker_env(topo: Topology, slot: NodeSlot, role: RoleConfig | None = None) -
     env = dict(topo.engine.env)
     if topo.transfer.staging_buffer and topo.is_pd:  # colocated: transfer: is ignored (no KV transfer)
         env[ENV_STAGING] = "1"
-    if topo.is_pd and backend(topo.transfer.backend).ucx and topo.transfer.protocol == "tcp":
-        env.setdefault("UCX_TLS", NIXL_TCP_UCX_TLS)
     if role is not None and role.kv_layout in LAYOUT_ENV:
         name, value = LAYOUT_ENV[role.kv_layout]
         env.setdefault(name, value)

@@ -10,15 +10,12 @@ starting them.
 from __future__ import annotations
 
 import shlex
-import sys
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pdctl.topology import Node, Topology
     from pdctl.topology.placement import ReplicaPlacement
-
-_DEFAULT_PYTHONS = {"python", "python3"}
 
 
 @dataclass(frozen=True)
@@ -130,22 +127,6 @@ class Deployment:
 def process_name(role: str, replica: int, node_rank: int = 0) -> str:
     """'prefill-0', or 'prefill-0-n1' for node rank 1 of a multi-node replica (also the log file stem)."""
     return f"{role}-{replica}" + (f"-n{node_rank}" if node_rank else "")
-
-
-def node_python(topo: Topology, node: Node) -> str:
-    """The interpreter for pdctl's own Python processes on NODE (the reference engine, sglang_router).
-    On this machine a bare `python`/`python3` would likely be a Python without pdctl and its router; the
-    interpreter running pdctl certainly has them, so that one is used. Remote nodes and containers get
-    engine.python."""
-    if node.ssh is None and topo.engine.container is None and topo.engine.python in _DEFAULT_PYTHONS:
-        return sys.executable
-    return topo.engine.python
-
-
-def engine_python(topo: Topology, node: Node) -> str:
-    """The interpreter NODE's servers run with: pdctl's own (node_python) for the reference engine,
-    engine.python for SGLang."""
-    return node_python(topo, node) if topo.engine.kind == "reference" else topo.engine.python
 
 
 def node_ssh(node: Node) -> dict[str, Any] | None:

@@ -1,5 +1,5 @@
 """The environment of the KV transfer path, from each backend's entry in pdctl.transfer.registry: multi-node
-NVLink for Mooncake, path reporting for NIXL.
+NVLink for Mooncake, path reporting for NIXL, UCX's transports for a UCX backend held to `transfer.protocol: tcp`.
 
 NIXL: UCX_PROTO_INFO=y makes UCX print, in each worker's log, the protocol and the transport/device it
 selected per endpoint (e.g. `rc_mlx5/mlx5_0:1`, `tcp/eth1`); `pdctl status` reads it from the prefill logs
@@ -30,6 +30,15 @@ if TYPE_CHECKING:
     from pdctl.topology import Topology
 
 NVLINK_NOTE = "transfer.nvlink:"  # how the notes of use_nvlink begin
+# GPU kinds whose nodes can share a multi-node NVLink domain (NVL72 racks); others never do
+MNNVL_GPUS = frozenset({"gb200", "gb300"})
+# UCX transports of a UCX backend (NIXL) with `transfer.protocol: tcp`. SGLang: TCP between nodes, CUDA copy/IPC
+# and shared memory within one (as the SGLang PR that added head-sliced SWA transfer ran its NIXL tests). The
+# CPU reference engine: TCP only, so that a rehearsal moves its KV the way the topology says even between two
+# servers on one machine (UCX would take shared memory, cma, there: not what the real run does between nodes).
+# A UCX_TLS in engine.env wins over both.
+NIXL_TCP_UCX_TLS = "tcp,cuda_copy,cuda_ipc,sm"
+REFERENCE_TCP_UCX_TLS = "tcp"
 
 
 def use_nvlink(topo: Topology, shared_domain: bool | None) -> tuple[bool, str | None]:
@@ -46,6 +55,8 @@ def use_nvlink(topo: Topology, shared_domain: bool | None) -> tuple[bool, str | 
         return False, None
     if mode == "on":
         return True, f"transfer.nvlink: on: {entry.title} over multi-node NVLink ({_env_text(entry.nvlink_env)})"
+    if not any(n.gpu in MNNVL_GPUS for n in topo.nodes):  # H100/H200/B200 boards: no NVLink across nodes
+        return False, None
     if shared_domain is None:
         return False, "transfer.nvlink: auto without preflight: NVLink domain unknown, KV goes over the NIC"
     if shared_domain:
@@ -53,14 +64,26 @@ def use_nvlink(topo: Topology, shared_domain: bool | None) -> tuple[bool, str | 
     return False, None
 
 
+def protocol_env(topo: Topology) -> dict[str, str]:
+    """The environment that holds a UCX backend (NIXL) to `transfer.protocol: tcp` (UCX_TLS); nothing for rdma
+    (UCX picks) or a backend whose protocol is a flag or its own variable (Mooncake). Callers let engine.env win
+    over it."""
+    if not topo.is_pd or not backend(topo.transfer.backend).ucx or topo.transfer.protocol != "tcp":
+        return {}
+    return {"UCX_TLS": REFERENCE_TCP_UCX_TLS if topo.engine.kind == "reference" else NIXL_TCP_UCX_TLS}
+
+
 def transfer_env(topo: Topology, nvlink: bool, role: str) -> dict[str, str]:
-    """The environment the backend's registry entry adds to a ROLE worker: its path reporting on prefill (the
-    side that writes KV, whose log `pdctl status` reads; UCX's tables for NIXL), its multi-node NVLink
-    environment on prefill and decode when NVLINK (use_nvlink; Mooncake's MNNVL)."""
+    """The environment the transfer path adds to a ROLE worker: UCX's transports for `transfer.protocol: tcp`
+    (protocol_env), the backend's path reporting on prefill (the side that writes KV, whose log `pdctl status`
+    reads; UCX's tables for NIXL), its multi-node NVLink environment on prefill and decode when NVLINK
+    (use_nvlink; Mooncake's MNNVL). engine.env wins over all of it (the renderer and preflight's transfer test
+    put it last)."""
     if not topo.is_pd or role not in ("prefill", "decode"):
         return {}
     entry = backend(topo.transfer.backend)
-    return {**(entry.path_env if role == "prefill" else {}), **(entry.nvlink_env if nvlink else {})}
+    return {**protocol_env(topo), **(entry.path_env if role == "prefill" else {}),
+            **(entry.nvlink_env if nvlink else {})}
 
 
 def with_nvlink(deployment: Deployment, shared_domain: bool | None) -> Deployment:

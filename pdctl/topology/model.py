@@ -140,9 +140,14 @@ class Topology(BaseModel):
     bench: BenchConfig = Field(default_factory=BenchConfig)
     slurm: SlurmConfig | None = None
     kubernetes: KubernetesConfig | None = None
+    # `--set KEY=VALUE` given on the command line (pdctl.topology.overrides), and the document they produced:
+    # what a launch keeps as the run's topology.yaml (the file alone would not say what ran)
+    overrides: tuple[str, ...] = ()
+    document: dict[str, Any] | None = Field(default=None, exclude=True, repr=False)
 
     @classmethod
-    def from_file_model(cls, raw: TopologyFile, source_path: Path | None = None) -> Topology:
+    def from_file_model(cls, raw: TopologyFile, source_path: Path | None = None, *,
+                        overrides: tuple[str, ...] = (), document: dict[str, Any] | None = None) -> Topology:
         """Effective view of a validated file (the loader has checked that the mode's sections are there):
         merged roles, router node default = first node of the first role."""
         roles: dict[str, RoleConfig | None] = {"prefill": None, "decode": None, "colocated": None}
@@ -170,6 +175,8 @@ class Topology(BaseModel):
             bench=raw.bench,
             slurm=raw.slurm,
             kubernetes=raw.kubernetes,
+            overrides=tuple(overrides),
+            document=document if overrides else None,
             **roles,
         )
 

@@ -53,9 +53,9 @@ def test_state_records_the_server_and_the_topology(deployment: dict) -> None:
 def test_eval_defaults_come_from_the_launched_topology(deployment: dict) -> None:
     # what `pdctl eval gsm8k` without --url uses after `pdctl launch`
     from pdctl.evals.defaults import eval_defaults
-    from pdctl.evals.gsm8k import GSM8K
+    from pdctl.evals.registry import EVALS
 
-    values, source = eval_defaults(GSM8K, None, deployment["run_dir"], deployment["state"])
+    values, source = eval_defaults(EVALS["gsm8k"], None, deployment["run_dir"], deployment["state"])
     assert {k: values[k] for k in GSM8K} == GSM8K, source
 
 

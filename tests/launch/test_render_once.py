@@ -1,6 +1,6 @@
 """One launch renders once: `pdctl launch` run in this process — a real launch of the local CPU topology
 (reference engine prefill TP2 -> decode TP1 over NIXL, the real sglang-router, preflight with its real
-transfer test), a dry run, and a Slurm script — while every call of the render, the placement, the version
+transfer test), a dry run, a Slurm dry run (the sbatch script) and a Slurm submission — while every call of the render, the placement, the version
 question, the verdict, check-compat's parse and preflight is counted by its code object (so however a module
 imports them, every call is seen). Before the redesign a local launch rendered 3 times and placed 12 times."""
 
@@ -73,9 +73,24 @@ def test_a_dry_run_renders_once(tmp_path: Path, ref_checkpoint: Path) -> None:
     assert dict(counts) == ONCE
 
 
-def test_a_slurm_script_renders_once(tmp_path: Path, ref_checkpoint: Path) -> None:
+def test_a_slurm_dry_run_renders_once(tmp_path: Path, ref_checkpoint: Path, capsys: pytest.CaptureFixture) -> None:
+    """The dry run of a Slurm topology: its deployment (srun steps) and the sbatch script --submit submits."""
     topo = slurm_variant(local_cpu(tmp_path, ref_checkpoint, name="render-once-slurm"), tmp_path)
     with counting() as counts:
-        code = run(["launch", str(topo), "--run-dir", str(tmp_path / "run")])
+        code = run(["launch", str(topo), "--dry-run", "--run-dir", str(tmp_path / "run")])
     assert code == 0 and (tmp_path / "run" / "launch.sbatch").is_file()
+    assert capsys.readouterr().out == (tmp_path / "run" / "launch.sbatch").read_text()
+    assert dict(counts) == ONCE
+
+
+def test_a_slurm_submission_renders_once(tmp_path: Path, ref_checkpoint: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain launch of a Slurm topology submits its job: rendered once, the job's files written, then sbatch
+    (not on PATH here: refused, exit 2, so nothing is submitted to a real cluster)."""
+    topo = slurm_variant(local_cpu(tmp_path, ref_checkpoint, name="render-once-submit"), tmp_path)
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
+    with counting() as counts:
+        code = run(["launch", str(topo), "--run-dir", str(tmp_path / "run")])
+    assert code == 2 and (tmp_path / "run" / "launch.sbatch").is_file()
+    assert (tmp_path / "run" / "topology.yaml").is_file() and (tmp_path / "run" / "plan.json").is_file()
     assert dict(counts) == ONCE

@@ -7,6 +7,7 @@ from typing import Any
 
 from pdctl.bench.serve.compare import GateFailure, ratios
 from pdctl.bench.serve.metrics import PointMetrics
+from pdctl.bench.serve.prediction import compare
 from pdctl.bench.serve.sweep import SweepSpec
 from pdctl.bench.serve.targets import Side
 
@@ -74,6 +75,4 @@ class BenchResult:
 
     def prediction(self) -> dict[str, Any] | None:
         """Predicted against measured at the predicted point (pdctl.bench.serve.prediction), or None."""
-        from pdctl.bench.serve.prediction import compare
-
         return compare(self.predicted, self.points)

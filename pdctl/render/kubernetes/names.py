@@ -20,10 +20,8 @@ PART_OF = "pdctl"
 # labels pdctl puts on every object and pod it creates: `pdctl down` and `status` select by them
 RUN_LABEL = "pdctl.dev/run"
 ROLE_LABEL = "pdctl.dev/role"
-REPLICA_LABEL = "pdctl.dev/replica"
 
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
-LWS_GROUP_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_WORKER_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 RBG_PREFIX = "rolebasedgroup.workloads.x-k8s.io/"
 RBG_GROUP_LABEL = RBG_PREFIX + "group-name"

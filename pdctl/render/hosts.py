@@ -2,7 +2,9 @@
 
 A node without `ssh:` is started by the local executor; if its host is another machine, the process would
 run here with a `--host` it cannot bind, or worse bind a wildcard and serve the wrong address. The test is
-the one the kernel answers: an address is this machine's iff a socket can be bound to it.
+the one the kernel answers: an address is this machine's iff a socket can be bound to it. Rendering asks it
+too (pdctl.render.kinds.own_python: a node that is this machine runs pdctl's processes with this interpreter),
+so it sits here, below the executors and launch's gate that refuse such a node.
 """
 
 from __future__ import annotations
