@@ -163,5 +163,5 @@ def launch_on_kubernetes(deployment: Deployment, objs: list[dict[str, Any]], run
         router_url, metrics_url = router_urls(deployment, names, kube)  # the ingress is assigned by now
         state.doc["router"].update(url=router_url, metrics_url=metrics_url)
         state.doc["router_url"] = router_url
-    state.set_status("ready")
+    state.set_status("running")  # as every executor says it: `pdctl runs` checks running runs
     return state.document()

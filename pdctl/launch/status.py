@@ -88,7 +88,7 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
                 pod_ready, pod_detail = router["healthy"], router["detail"]
                 serving, router["detail"] = routed_alive(router, processes, expected)
                 router["healthy"] = pod_ready and serving
-                router["detail"] += f"; pod {pod_detail}; {router_rec['url']} not reachable from here"
+                router["detail"] += f"; pod {pod_detail}; its URL is not reachable from here"
             else:
                 router["healthy"], router["detail"] = healthy, detail
                 router["healthy"], router["detail"] = routed_alive(router, processes, expected)
