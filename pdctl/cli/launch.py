@@ -59,7 +59,8 @@ def _out(json_path: str | None):
               help="Inside a Slurm allocation (salloc, an sbatch job): take its nodes, start every process as "
               "an srun step (what the submitted job runs).")
 @set_option
-@json_option("the rendered deployment (dry run; Slurm: with its sbatch script) or the run state")
+@json_option("the rendered deployment (dry run; Slurm: with its sbatch script; Kubernetes: with its manifests) "
+             "or the run state")
 def launch(
     topology: str,
     dry_run: bool,
@@ -129,17 +130,19 @@ def _warning(message: str) -> None:
 
 def _dry_run(done: Any, out: Any) -> dict[str, Any]:
     """What a dry run shows: every command per node and where the deployment was written; a Slurm topology's
-    sbatch script, exactly as --submit submits it, on stdout (`> job.sbatch` keeps it runnable). The JSON
-    document is the deployment (with the script under `sbatch`)."""
+    sbatch script, exactly as --submit submits it, on stdout (`> job.sbatch` keeps it runnable); a Kubernetes
+    deployment's manifests (`| kubectl apply -f -`). The JSON document is the deployment (with the script under
+    `sbatch`, the manifests under `manifests`)."""
     if done.beside:
         _note(f"{done.run_dir} holds a run's records (state.json): this dry run writes to "
               f"{done.plan_file.parent} and leaves them alone")
     doc = done.deployment.to_json()
-    if done.manifests is not None:
-        out.print(done.manifests.read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True, end="")
+    if done.manifests is not None:  # Kubernetes: the manifests, as the script of a Slurm job
+        manifests = done.manifests.read_text(encoding="utf-8")
+        out.print(manifests, markup=False, highlight=False, soft_wrap=True, end="")
         err_console.print(f"[dim]# the manifests a launch applies (also in {done.manifests}); plan: "
                           f"{done.plan_file}[/]", highlight=False, soft_wrap=True)
-        return doc
+        return {**doc, "manifests": manifests}
     if done.script is not None:
         script = done.script.read_text(encoding="utf-8")
         out.print(script, markup=False, highlight=False, soft_wrap=True, end="")

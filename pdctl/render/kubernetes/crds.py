@@ -7,7 +7,8 @@ default since 1.27) rejects them; a schema says where unknown fields are allowed
 `x-kubernetes-preserve-unknown-fields`. strict_schema() turns that into JSON Schema: every object with
 `properties` and no such marker gets `additionalProperties: false`; `x-kubernetes-int-or-string` becomes
 integer-or-string; `nullable` admits null. CEL rules (`x-kubernetes-validations`) are not evaluated here.
-Regenerate the files with scripts/kubernetes-crds/vendor.py.
+Regenerate the files with scripts/kubernetes-crds/vendor.py (from the release's CRD file; it writes the same bytes
+for the same input: tests/render/kubernetes/test_crds_vendor.py).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -172,10 +173,12 @@ def test_bad_input_exits_2(tmp_path: Path, change: dict[str, Any], message: str)
 
 def test_dry_run_writes_and_prints_the_manifests(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    result = pdctl("launch", str(CONFIG), "--dry-run", "--run-dir", str(run), cwd=tmp_path)
+    result = pdctl("launch", str(CONFIG), "--dry-run", "--run-dir", str(run), "--json", str(tmp_path / "d.json"),
+                   cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     written = (run / "manifests.yaml").read_text()
     assert written.strip() in result.stdout
+    assert json.loads((tmp_path / "d.json").read_text())["manifests"] == written
     objs = list(yaml.safe_load_all(written))
     assert validate_manifests(objs) == []
     assert {o["kind"] for o in objs} == {"LeaderWorkerSet", "Service", "Deployment"}
@@ -190,3 +193,14 @@ def test_unknown_executor_section_needed() -> None:
     with pytest.raises(UserError):  # nodes without host need a slurm: or kubernetes: section
         build_topology(doc)
     assert load_topology(CONFIG).kubernetes is not None
+
+
+def test_set_overrides_reach_the_manifests(tmp_path: Path) -> None:
+    """--set on a Kubernetes topology (issue 20's overrides): the flavor and a label change what is rendered."""
+    result = pdctl("launch", str(CONFIG), "--dry-run", "--run-dir", str(tmp_path / "run"), "--set",
+                   "kubernetes.flavor=rbg", "--set", "kubernetes.labels.team=inference", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    objs = list(yaml.safe_load_all((tmp_path / "run" / "manifests.yaml").read_text()))
+    assert [o["kind"] for o in objs].count("RoleBasedGroup") == 1 and "LeaderWorkerSet" not in result.stdout
+    assert all(o["metadata"]["labels"]["team"] == "inference" for o in objs)
+    assert validate_manifests(objs) == []
