@@ -40,12 +40,14 @@ class DeadProcess:
     exit_code: int | None  # None: gone, code unknown
     log: str | None
     tail: str
+    pod: str | None = None  # kubernetes: the process is a pod's container (no pid, its log is the pod's)
 
     def describe(self) -> str:
-        """'decode:0 (decode-0, node local, pid 1234) exited with code -9'."""
+        """'decode:0 (decode-0, node local, pid 1234) exited with code -9' (a pod's: 'pod NAME')."""
         who = self.role if self.role == "router" else f"{self.role}:{self.replica}"
         how = "exited" if self.exit_code in (None, -1) else f"exited with code {self.exit_code}"
-        return f"{who} ({self.name}, node {self.node}, pid {self.pid}) {how}"
+        where = f"pod {self.pod}" if self.pod else f"pid {self.pid}"
+        return f"{who} ({self.name}, node {self.node}, {where}) {how}"
 
 
 @dataclass
@@ -65,7 +67,7 @@ class Liveness:
 
     def error(self, doing: str) -> CheckFailed:
         """CheckFailed (exit 1) naming every dead process, with their log tails as the detail."""
-        tails = "\n".join(f"--- last lines of {d.log} ---\n{d.tail or '(empty)'}" for d in self.dead)
+        tails = "\n".join(f"--- last lines of {d.log or f'pod {d.pod}'} ---\n{d.tail or '(empty)'}" for d in self.dead)
         return CheckFailed(f"{doing}: the deployment of run {self.run_dir} has a dead process: {self.summary()}; "
                            f"`pdctl status --run-dir {self.run_dir}` shows the rest, `pdctl down` and launch again",
                            detail=tails)
@@ -87,7 +89,7 @@ def check_run(run_dir: str | Path) -> Liveness:
         verdict.dead.append(DeadProcess(
             name=str(record.get("name")), role=str(record.get("role")), replica=int(record.get("replica") or 0),
             node=str(record.get("node")), pid=record.get("pid"), exit_code=code, log=record.get("log"),
-            tail=_tail(record)))
+            tail=_tail(record), pod=record.get("pod") or record.get("pod_selector")))
     return verdict
 
 

@@ -46,11 +46,12 @@ def _out(json_path: str | None):
 )
 @click.option(
     "--executor",
-    type=click.Choice(["auto", "slurm"]),
+    type=click.Choice(["auto", "local", "ssh", "slurm", "kubernetes"]),
     default="auto",
     show_default=True,
-    help="auto: slurm when the topology has a slurm: section, else local for nodes without ssh: and ssh for "
-    "the others; slurm: as a Slurm job (sbatch).",
+    help="auto: slurm with a slurm: section, kubernetes with a kubernetes: section, else local (ssh for nodes "
+    "with ssh:); local and ssh are one kind (each node as its ssh: says); slurm: as a Slurm job (sbatch); "
+    "kubernetes: apply LeaderWorkerSet / RoleBasedGroup manifests (--dry-run writes and prints them).",
 )
 @click.option("--submit", is_flag=True,
               help="Slurm: submit the job and wait until ready (what a launch of a Slurm topology does anyway).")
@@ -58,7 +59,8 @@ def _out(json_path: str | None):
               help="Inside a Slurm allocation (salloc, an sbatch job): take its nodes, start every process as "
               "an srun step (what the submitted job runs).")
 @set_option
-@json_option("the rendered deployment (dry run; Slurm: with its sbatch script) or the run state")
+@json_option("the rendered deployment (dry run; Slurm: with its sbatch script; Kubernetes: with its manifests) "
+             "or the run state")
 def launch(
     topology: str,
     dry_run: bool,
@@ -87,7 +89,8 @@ def launch(
 
     out = _out(json_path)
     topo = load_topology(topology, overrides)
-    options = LaunchOptions(run_dir=Path(run_dir) if run_dir else None, executor=executor, dry_run=dry_run,
+    kind = "local" if executor == "ssh" else executor  # one kind: each node is reached as its ssh: says
+    options = LaunchOptions(run_dir=Path(run_dir) if run_dir else None, executor=kind, dry_run=dry_run,
                             submit=submit, in_allocation=in_allocation, timeout=timeout, skip_compat=skip_compat,
                             preflight=not skip_preflight, detach=detach)
     with _ProgressView() as view:
@@ -128,12 +131,19 @@ def _warning(message: str) -> None:
 
 def _dry_run(done: Any, out: Any) -> dict[str, Any]:
     """What a dry run shows: every command per node and where the deployment was written; a Slurm topology's
-    sbatch script, exactly as --submit submits it, on stdout (`> job.sbatch` keeps it runnable). The JSON
-    document is the deployment (with the script under `sbatch`)."""
+    sbatch script, exactly as --submit submits it, on stdout (`> job.sbatch` keeps it runnable); a Kubernetes
+    deployment's manifests (`| kubectl apply -f -`). The JSON document is the deployment (with the script under
+    `sbatch`, the manifests under `manifests`)."""
     if done.beside:
         _note(f"{done.run_dir} holds a run's records (state.json): this dry run writes to "
               f"{done.plan_file.parent} and leaves them alone")
     doc = done.deployment.to_json()
+    if done.manifests is not None:  # Kubernetes: the manifests, as the script of a Slurm job
+        manifests = done.manifests.read_text(encoding="utf-8")
+        out.print(manifests, markup=False, highlight=False, soft_wrap=True, end="")
+        err_console.print(f"[dim]# the manifests a launch applies (also in {done.manifests}); plan: "
+                          f"{done.plan_file}[/]", highlight=False, soft_wrap=True)
+        return {**doc, "manifests": manifests}
     if done.script is not None:
         script = done.script.read_text(encoding="utf-8")
         out.print(script, markup=False, highlight=False, soft_wrap=True, end="")
@@ -195,10 +205,8 @@ def _print_ready(state: dict[str, Any], out: Any, *, foreground: bool) -> None:
     stay = "  (Ctrl-C stops everything)" if foreground else ""
     out.print(f"[bold green]ready[/] — router {state['router']['url']}{stay}")
     for rec in state["processes"]:
-        out.print(
-            f"  {rec['name']:<14} {rec['node']:<10} pid {rec['pid']:<8} {rec.get('url') or ''}",
-            highlight=False,
-        )
+        where = f"pod {rec['pod']}" if rec.get("pod") else f"pid {rec['pid']!s:<8}"
+        out.print(f"  {rec['name']:<14} {rec['node']:<10} {where} {rec.get('url') or ''}", highlight=False)
     out.print(f"  run dir: {state['run_dir']}  (pdctl status | logs | down)", highlight=False)
 
 

@@ -29,8 +29,11 @@ def runs(json_path: str | None) -> None:
         out.print("no runs here (`pdctl launch` records them under ./.pdctl)")
     else:
         table = Table(show_edge=False)
-        for col in ("", "name", "state", "started", "router"):
-            table.add_column(col, no_wrap=True)
+        table.add_column("", no_wrap=True)
+        table.add_column("name", overflow="fold")
+        table.add_column("state", no_wrap=True, min_width=len("unreadable"))
+        table.add_column("started", no_wrap=True)
+        table.add_column("router", overflow="fold", ratio=1)  # a cluster DNS name is as long as the row
         table.add_column("run dir", overflow="fold", ratio=1)
         for row in rows:
             table.add_row("*" if row.latest else "", Text(row.name), Text(row.state, style=STYLE.get(row.state, "")),

@@ -38,15 +38,7 @@ def status(run_dir: str | None, watch: bool, interval: float, stall_after: float
 
     doc = run_status(run_dir)
     out = err_console if json_path == "-" else console
-    table = Table(title=f"{doc['topology']} — {doc['run_dir']}")
-    for col in ("process", "node", "pid", "url", "advertises", "healthy"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("detail", overflow="fold")
-    for p in [*doc["processes"], doc["router"]]:
-        mark = "[green]yes[/]" if p.get("healthy") else "[red]no[/]"
-        table.add_row(p.get("name", "router"), p.get("node", ""), str(p.get("pid")), p.get("url") or "",
-                      p.get("advertise") or "", mark, str(p.get("detail", "")))
-    out.print(table)
+    out.print(process_table(doc, Table))
     rows = [(p.get("name", "router"), p.get("node", ""), p.get("metrics"), p.get("metrics_error"))
             for p in [*doc["processes"], doc["router"]] if p.get("alive")]
     if rows:
@@ -65,6 +57,30 @@ def status(run_dir: str | None, watch: bool, interval: float, stall_after: float
             raise CheckFailed(f"run {doc['run_dir']} was stopped (pdctl down); nothing of it is running")
         bad = [p.get("name", "router") for p in [*doc["processes"], doc["router"]] if not p.get("healthy")]
         raise CheckFailed(f"not healthy: {', '.join(bad)}")
+
+
+# the columns of the process table before `healthy` and `detail`: (header, the entry's value); pods have no
+# pid, and their URLs are cluster DNS names as long as the row: pod, the node the scheduler chose, restarts
+PROCESS_COLUMNS = (("process", lambda p: p.get("name", "router")), ("node", lambda p: p.get("node", "")),
+                   ("pid", lambda p: str(p.get("pid"))), ("url", lambda p: p.get("url") or ""),
+                   ("advertises", lambda p: p.get("advertise") or ""))
+POD_COLUMNS = (("process", lambda p: p.get("name", "router")), ("pod", lambda p: p.get("pod") or ""),
+               ("k8s node", lambda p: p.get("k8s_node") or ""), ("restarts", lambda p: str(p.get("restarts", ""))))
+
+
+def process_table(doc: dict[str, Any], table_type: Any) -> Any:
+    """One row per process and the router: who, where, healthy, and the detail (folded, never squeezed out)."""
+    entries = [*doc["processes"], doc["router"]]
+    columns = POD_COLUMNS if any(p.get("pod") for p in entries) else PROCESS_COLUMNS
+    table = table_type(title=f"{doc['topology']} — {doc['run_dir']}")
+    for header, _ in columns:
+        table.add_column(header, overflow="fold")
+    table.add_column("healthy", no_wrap=True)
+    table.add_column("detail", overflow="fold", ratio=1, min_width=24)
+    for p in entries:
+        mark = "[green]yes[/]" if p.get("healthy") else "[red]no[/]"
+        table.add_row(*(value(p) for _, value in columns), mark, str(p.get("detail", "")))
+    return table
 
 
 def _watch(run_dir: str | None, interval: float, stall_after: float, json_path: str | None) -> None:

@@ -2,9 +2,9 @@
 
 One small protocol (`Executor`, pdctl.executors.base) with one module per kind: `local` (subprocesses in
 their own process groups), `ssh` (the system ssh client), `slurm` (srun: short commands on a Slurm node, and
-processes started as srun steps). Two registries choose them by name: PROCESS_EXECUTORS by a process's
-`executor` (its ProcessSpec, its state.json record), NODE_EXECUTORS by a deployment's executor kind
-(pdctl.render.kinds).
+processes started as srun steps), `kubernetes` (containers of pods, through the Kubernetes API). Two
+registries choose them by name: PROCESS_EXECUTORS by a process's `executor` (its ProcessSpec, its state.json
+record), NODE_EXECUTORS by a deployment's executor kind (pdctl.render.kinds).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pdctl.errors import UserError
 from pdctl.executors.base import CommandResult, Executor, Wrap, wrapped
+from pdctl.executors.kubernetes import KubernetesExecutor
 from pdctl.executors.local import LocalExecutor
 from pdctl.executors.slurm import SlurmExecutor, SrunExecutor, node_step
 from pdctl.executors.ssh import SSHExecutor, shared_connections
@@ -42,6 +43,10 @@ def _slurm_job(record: dict[str, Any] | ProcessSpec) -> Executor:
     return SlurmExecutor()
 
 
+def _kubernetes(record: dict[str, Any] | ProcessSpec) -> Executor:
+    return KubernetesExecutor()
+
+
 # A process's `executor` (its ProcessSpec, its state.json record) -> what controls it. One entry per kind of
 # process pdctl starts: a new executor is one module and one entry here.
 PROCESS_EXECUTORS: dict[str, Callable[[dict[str, Any] | ProcessSpec], Executor]] = {
@@ -49,6 +54,7 @@ PROCESS_EXECUTORS: dict[str, Callable[[dict[str, Any] | ProcessSpec], Executor]]
     "ssh": _ssh,
     "srun": _srun,  # a Slurm step started from the launching machine
     "slurm": _slurm_job,  # a submitted job's record
+    "kubernetes": _kubernetes,  # a container of a pod (pdctl.launch.kube applied its objects)
 }
 
 
@@ -81,8 +87,15 @@ def _slurm_node(node: Node, topo: Topology | None) -> Executor:
     return SlurmExecutor(node=node.target, wrap=node_step(topo, node))
 
 
+def _cluster_node(node: Node, topo: Topology | None) -> Executor:
+    """A node of a Kubernetes deployment: the scheduler's choice, reached by no command (its executor's run
+    and popen refuse, saying so: preflight and the version question need another kind)."""
+    return KubernetesExecutor()
+
+
 # Executor kind of a deployment (pdctl.render.kinds) -> how a short command reaches one of its nodes.
-NODE_EXECUTORS: dict[str, Callable[[Node, Topology | None], Executor]] = {"local": _direct, "slurm": _slurm_node}
+NODE_EXECUTORS: dict[str, Callable[[Node, Topology | None], Executor]] = {
+    "local": _direct, "slurm": _slurm_node, "kubernetes": _cluster_node}
 
 
 def node_executor(node: Node, *, kind: str = "local", topo: Topology | None = None) -> Executor:

@@ -30,6 +30,7 @@ from pdctl.launch.gate import (
     require_local_nodes,
     require_runnable_here,
 )
+from pdctl.launch.kube import MANIFESTS_FILE, checked_manifests, launch_on_kubernetes, write_manifests
 from pdctl.launch.submit import sbatch_script, submit_topology
 from pdctl.launch.supervisor import Progress, refuse_running, supervise
 from pdctl.preflight.report import PreflightReport
@@ -91,6 +92,7 @@ class Launched:
     plan_file: Path | None = None
     missing: list[UserError] = field(default_factory=list)  # dry run: what could not start from here
     beside: bool = False  # dry run: RUN_DIR holds a run's records, so it wrote beside them (RUN_DIR/dry-run)
+    manifests: Path | None = None  # kubernetes: the manifests written (and applied, unless a dry run)
 
 
 def _check_options(kind: str, options: LaunchOptions) -> None:
@@ -119,13 +121,18 @@ def launch(topo: Topology, options: LaunchOptions, hooks: LaunchHooks | None = N
         prepare_containers(topo, timeout=options.timeout)  # one pyxis container per node, imported once
         state = {"executor": "slurm", "job_id": job_id, "job_owned": os.environ.get(OWN_JOB_ENV) == "1",
                  "nodes": {n.name: {"host": n.host, "advertise": n.address} for n in topo.nodes}}
-    # Slurm nodes cannot be asked before the job runs (the job asks them); a dry run asks what it can reach
-    # but does not fail on it
-    topo, version = engine_version(topo, ask=not job, strict=starting, executor=kind)
+    # Slurm nodes cannot be asked before the job runs (the job asks them), nor pods before they exist; a dry
+    # run asks what it can reach but does not fail on it
+    ask = not job and kind != "kubernetes"
+    topo, version = engine_version(topo, ask=ask, strict=starting, executor=kind)
     if version is not None and version.note and hooks.note:
         hooks.note(version.note)
     deployment = render(topo, executor=kind, startup_timeout_s=int(options.timeout))
+    # what cannot run as pods at all is bad input (exit 2), said before the verdicts
+    manifests = checked_manifests(deployment) if kind == "kubernetes" else []
     gate(deployment, version, skip_compat=options.skip_compat, warn=hooks.loud, notice=hooks.notice)
+    if kind == "kubernetes":
+        return _kubernetes(deployment, manifests, run_dir, options, hooks)
     if options.dry_run:
         return _dry_run(deployment, run_dir, options, hooks, job=job)
     if job:
@@ -142,6 +149,26 @@ def launch(topo: Topology, options: LaunchOptions, hooks: LaunchHooks | None = N
     done = supervise(deployment, run_dir, timeout=options.timeout, detach=options.detach, progress=hooks.progress,
                      on_ready=hooks.on_ready, remember=options.remember, state=state)
     return Launched("running", deployment, run_dir, state=done)
+
+
+def _kubernetes(deployment: Deployment, objs: list[dict[str, Any]], run_dir: Path, options: LaunchOptions,
+                hooks: LaunchHooks) -> Launched:
+    """The manifests of DEPLOYMENT written (dry run) or applied and waited for. Preflight probes machines
+    pdctl can run commands on; a pod's machine is the scheduler's choice, so it is not run (said)."""
+    if options.dry_run:  # beside a run already in RUN_DIR, never over its records
+        where = dry_run_dir(run_dir)
+        return Launched("dry-run", deployment, run_dir, plan_file=write_deployment(where, deployment),
+                        manifests=write_manifests(where, objs), beside=where != run_dir)
+    if options.preflight and hooks.warning:
+        hooks.warning("kubernetes: preflight is not run (the scheduler chooses the machines; pdctl runs no "
+                      "commands on them): the pods' readiness is the check")
+    state = launch_on_kubernetes(deployment, objs, run_dir, timeout=options.timeout, progress=hooks.progress or _quiet,
+                                 remember=options.remember)
+    return Launched("running", deployment, run_dir, state=state, manifests=run_dir / MANIFESTS_FILE)
+
+
+def _quiet(name: str, phase: str, detail: str) -> None:
+    """No progress display."""
 
 
 def _dry_run(deployment: Deployment, run_dir: Path, options: LaunchOptions, hooks: LaunchHooks, *,

@@ -27,12 +27,20 @@ from pdctl.topology import load_topology
 
 
 def _process_status(record: dict[str, Any], *, probe_health: bool = True) -> dict[str, Any]:
-    """The status entry of RECORD: alive, and (with PROBE_HEALTH) whether its health check passes."""
-    alive = executor_for(record).exit_code(record) is None
-    healthy, detail = (alive, "running") if alive else (False, "exited")
-    if alive and probe_health:
-        healthy, detail = worker_health(record)
-    return {
+    """The status entry of RECORD: alive, and (with PROBE_HEALTH) whether its health check passes. An executor
+    that knows its processes' health itself (kubernetes: the pod's readiness, restarts, reason) says it."""
+    executor = executor_for(record)
+    own = getattr(executor, "health", None)
+    pod: dict[str, Any] = {}
+    if own is not None:
+        pod = dict(own(record))
+        alive, healthy, detail = pod.pop("alive"), pod.pop("healthy"), pod.pop("detail")
+    else:
+        alive = executor.exit_code(record) is None
+        healthy, detail = (alive, "running") if alive else (False, "exited")
+        if alive and probe_health:
+            healthy, detail = worker_health(record)
+    return pod | {
         "name": record["name"],
         "role": record["role"],
         "replica": record["replica"],
@@ -78,9 +86,18 @@ def _status(run_dir: str | Path | None) -> dict[str, Any]:
         router = _process_status(router_rec, probe_health=False)  # the router's check is router_check
         if router["alive"]:
             expected = sum(1 for p in processes if p["url"])
-            router["healthy"], router["detail"], workers = router_check(router_rec["url"], expected)
+            healthy, detail, workers = router_check(router_rec["url"], expected)
             router["workers"] = workers if workers is not None else router_workers(router_rec["url"])
-            router["healthy"], router["detail"] = routed_alive(router, processes, expected)
+            if router["workers"] is None and "pod" in router:
+                # an in-cluster URL not reachable from here: the router pod's readiness (its /readiness, run by
+                # the kubelet) and the worker pods' are what is known
+                pod_ready, pod_detail = router["healthy"], router["detail"]
+                serving, router["detail"] = routed_alive(router, processes, expected)
+                router["healthy"] = pod_ready and serving
+                router["detail"] += f"; pod {pod_detail}; its URL is not reachable from here"
+            else:
+                router["healthy"], router["detail"] = healthy, detail
+                router["healthy"], router["detail"] = routed_alive(router, processes, expected)
     ok = bool(processes) and all(p["healthy"] for p in processes) and bool(router["healthy"])
     sample = run_watch(path, state).sample()
     for entry in [*processes, router]:

@@ -8,6 +8,7 @@ first KV transfer; before that the path is honestly "not known yet".
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pdctl.executors import executor_for
@@ -17,9 +18,13 @@ from pdctl.preflight.parsers.ucx_proto import write_path
 # Lines of interest only: UCX table rows/titles, Mooncake's transport lines.
 PATTERN = r"\|.*\||Transfer Engine RPC|Transport|HCAs"
 GREP_TIMEOUT_S = 20
+LOG_LINES = 100_000
 
 
 def _grep(record: dict[str, Any]) -> str:
+    if record.get("log") is None:  # a pod's log is read through the API, not from a file on its node
+        text = executor_for(record).read_log(record, LOG_LINES)
+        return "".join(line for line in text.splitlines(keepends=True) if re.search(PATTERN, line))
     argv = ["grep", "-E", PATTERN, str(record["log"])]
     done = executor_for(record).run(argv, timeout=GREP_TIMEOUT_S)
     return done.stdout if done.returncode in (0, 1) else ""

@@ -4,8 +4,8 @@ A kind is how a whole deployment is started: `local` (processes started from thi
 ssh on nodes with `ssh:`, behind `docker run` when the engine has a container) or `slurm` (every process an
 srun step inside an allocation, with pyxis for a container). Rendering asks the kind for each process's
 wrapper and executor name; the executors that then start and control the processes are pdctl.executors,
-keyed by those names. A new kind (Kubernetes) is one entry here (its wrapper: the manifest), its executor in
-pdctl.executors, and its topology section.
+keyed by those names. `kubernetes`: every process a container of a pod (pdctl.render.kubernetes renders the
+manifests; pdctl.executors.kubernetes applies and controls them).
 """
 
 from __future__ import annotations
@@ -45,9 +45,17 @@ def wrap_slurm(topo: Topology, proc: ProcessSpec) -> ProcessSpec:
                    executor="srun")
 
 
+def wrap_kubernetes(topo: Topology, proc: ProcessSpec) -> ProcessSpec:
+    """PROC as a container of a pod: no wrapper (its pod template is the wrapper: pdctl.render.kubernetes
+    renders the manifests from the whole deployment), controlled through the Kubernetes API."""
+    return replace(proc, executor="kubernetes", ssh=None)
+
+
 # kind -> how it starts one process; the first kind whose topology section is present wins `auto`
-WRAPPERS: dict[str, Callable[[Topology, ProcessSpec], ProcessSpec]] = {"local": wrap_local, "slurm": wrap_slurm}
-SECTIONS: dict[str, str] = {"slurm": "slurm"}  # kind -> the topology section that makes `auto` choose it
+WRAPPERS: dict[str, Callable[[Topology, ProcessSpec], ProcessSpec]] = {
+    "local": wrap_local, "slurm": wrap_slurm, "kubernetes": wrap_kubernetes}
+# kind -> the topology section that makes `auto` choose it
+SECTIONS: dict[str, str] = {"slurm": "slurm", "kubernetes": "kubernetes"}
 
 
 def _is_this_machine(node: Node) -> bool:

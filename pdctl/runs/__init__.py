@@ -83,7 +83,7 @@ def _check_record(record: dict[str, Any], path: Path) -> None:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 1):
             raise UserError(f"{path}: {who} has {key} {value!r}, which is not a process pdctl started; "
                             "refusing to act on it")
-    if record.get("pid") is None and record.get("job_id") is None:
+    if record.get("pid") is None and record.get("job_id") is None and record.get("executor") != "kubernetes":
         return  # never started: nothing will be signalled or probed
     for key, kind in _RECORD_KEYS.items():
         if not isinstance(record.get(key), kind) or isinstance(record.get(key), bool):

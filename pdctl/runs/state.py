@@ -178,8 +178,9 @@ def write_state(run_dir: Path, doc: dict[str, Any]) -> None:
 
 
 def started(record: dict[str, Any]) -> bool:
-    """Whether a record is of a process that was started (has a pid, or belongs to a submitted job)."""
-    return record.get("pid") is not None or record.get("job_id") is not None
+    """Whether a record is of a process that was started (has a pid, belongs to a submitted job, or runs in a
+    Kubernetes pod)."""
+    return record.get("pid") is not None or record.get("job_id") is not None or record.get("executor") == "kubernetes"
 
 
 def all_records(state: dict[str, Any]) -> list[dict[str, Any]]:

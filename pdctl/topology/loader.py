@@ -273,20 +273,25 @@ def _cross_reference(raw: TopologyFile, source: str, positions: Positions) -> li
 
 
 def _host_problems(raw: TopologyFile, add: Any) -> list[str]:
-    """A node may leave host out only with a slurm: section (the job assigns it a node), and then has no ssh:
-    and no advertise_host (the address is read on the node it is given). Reports through ADD; returns []."""
+    """A node may leave host out only with a slurm: section (the job assigns it a node) or a kubernetes:
+    section (the node is a node type: the scheduler places the pods), and then has no ssh: and no
+    advertise_host (the address is read on the node it is given). Reports through ADD; returns []."""
+    assigner = "Slurm" if raw.slurm is not None else "Kubernetes" if raw.kubernetes is not None else None
     for i, node in enumerate(raw.nodes):
         if node.host is not None:
             continue
-        if raw.slurm is None:
-            add(("nodes", i), "required key 'host' missing (only with a slurm: section may a node leave host out: "
-                "the Slurm job then assigns it one of its nodes)")
+        if assigner is None:
+            add(("nodes", i), "required key 'host' missing (only with a slurm: or kubernetes: section may a node "
+                "leave host out: the Slurm job assigns it one of its nodes, or Kubernetes schedules its pods)")
         elif node.ssh is not None:
-            add(("nodes", i, "ssh"), "a node without host (assigned by Slurm) is reached through srun, not ssh",
-                key=True)
+            how = "srun" if assigner == "Slurm" else "its pods"
+            add(("nodes", i, "ssh"), f"a node without host (assigned by {assigner}) is reached through {how}, "
+                "not ssh", key=True)
         elif node.advertise_host is not None:
-            add(("nodes", i, "advertise_host"), "a node without host (assigned by Slurm) advertises the address "
-                "read on the node it is given (slurm.network_interface chooses the interface)", key=True)
+            where = ("slurm.network_interface chooses the interface" if assigner == "Slurm"
+                     else "a pod advertises its own address")
+            add(("nodes", i, "advertise_host"), f"a node without host (assigned by {assigner}) advertises the "
+                f"address read on the node it is given ({where})", key=True)
     return []
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pdctl.errors import UserError
 from pdctl.topology.bench import BenchConfig
 from pdctl.topology.cluster import ContainerConfig, SlurmConfig
+from pdctl.topology.kubernetes import KubernetesConfig
 from pdctl.topology.sections import (
     BLACKWELL_GPUS,
     SERVER_KEYS,
@@ -138,6 +139,7 @@ class Topology(BaseModel):
     eval: EvalConfig
     bench: BenchConfig = Field(default_factory=BenchConfig)
     slurm: SlurmConfig | None = None
+    kubernetes: KubernetesConfig | None = None
     # `--set KEY=VALUE` given on the command line (pdctl.topology.overrides), and the document they produced:
     # what a launch keeps as the run's topology.yaml (the file alone would not say what ran)
     overrides: tuple[str, ...] = ()
@@ -172,6 +174,7 @@ class Topology(BaseModel):
             eval=raw.eval,
             bench=raw.bench,
             slurm=raw.slurm,
+            kubernetes=raw.kubernetes,
             overrides=tuple(overrides),
             document=document if overrides else None,
             **roles,

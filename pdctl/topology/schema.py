@@ -3,7 +3,7 @@
 Generated rather than hand-written so it can never drift from what the loader accepts; the post-processing
 only makes role overrides honest (their default is whatever server: says, not a fixed value) and states the
 rules pydantic cannot express per field: which role sections `mode` requires, and that nodes name their host
-unless a slurm: section assigns them (if/then/else under allOf).
+unless a slurm: or kubernetes: section assigns them (if/then/else under allOf).
 """
 
 from __future__ import annotations
@@ -60,9 +60,10 @@ def _mode_rules() -> dict[str, Any]:
 
 
 def _host_rule() -> dict[str, Any]:
-    """Without a slurm: section every node names its host; with one, a node may leave it to the job."""
+    """Without a slurm: or kubernetes: section every node names its host; with one, a node may leave it to
+    the job (Slurm) or the scheduler (Kubernetes)."""
     return {
-        "if": {"not": {"required": ["slurm"]}},
+        "if": {"not": {"anyOf": [{"required": ["slurm"]}, {"required": ["kubernetes"]}]}},
         "then": {"properties": {"nodes": {"items": {"required": ["host"]}}}},
     }
 

@@ -15,6 +15,7 @@ from pydantic import Field, field_validator
 from pdctl.topology.base import Section, env_mapping, env_value
 from pdctl.topology.bench import BenchConfig
 from pdctl.topology.cluster import ContainerConfig, SlurmConfig
+from pdctl.topology.kubernetes import KubernetesConfig
 from pdctl.transfer.registry import DEFAULT, NAMES
 
 GpuKind = Literal["gb300", "gb200", "b200", "h200", "h100", "cpu"]
@@ -365,3 +366,6 @@ class TopologyFile(Section):
     slurm: SlurmConfig | None = Field(
         None, description="Launch through Slurm (sbatch, or srun steps with --in-allocation): what the job asks for."
     )
+    kubernetes: KubernetesConfig | None = Field(
+        None, description="Launch on Kubernetes (LeaderWorkerSet or RoleBasedGroup workloads): the pods' image, "
+        "scheduling, resources and volumes.")

@@ -9,6 +9,7 @@ import pytest
 
 from pdctl.errors import UserError
 from pdctl.executors import NODE_EXECUTORS, PROCESS_EXECUTORS, executor_for, node_executor
+from pdctl.executors.kubernetes import KubernetesExecutor
 from pdctl.executors.local import LocalExecutor
 from pdctl.executors.slurm import SlurmExecutor, SrunExecutor
 from pdctl.executors.ssh import SSHExecutor
@@ -16,6 +17,7 @@ from pdctl.render.deployment import render
 from pdctl.render.kinds import WRAPPERS, executor_kind
 from pdctl.topology import load_topology
 from tests.support.launch_samples import SGLANG_BASE, slurm_variant
+from tests.support.paths import CONFIGS_DIR
 from tests.support.topo_factory import make
 
 
@@ -34,7 +36,9 @@ def test_a_rendered_process_names_the_executor_that_controls_it(tmp_path) -> Non
     assert {p.executor for p in render(on_slurm, executor="slurm").processes()} == {"srun"}
     assert isinstance(executor_for({"executor": "srun"}), SrunExecutor)
     assert isinstance(executor_for({"name": "old"}), LocalExecutor)  # a record written before executors were named
-    assert set(PROCESS_EXECUTORS) == {"local", "ssh", "srun", "slurm"}
+    assert {p.executor for p in render(on_slurm, executor="kubernetes").processes()} == {"kubernetes"}
+    assert isinstance(executor_for({"executor": "kubernetes"}), KubernetesExecutor)
+    assert set(PROCESS_EXECUTORS) == {"local", "ssh", "srun", "slurm", "kubernetes"}
 
 
 def test_the_kind_comes_from_the_topology_or_is_asked_for(tmp_path) -> None:
@@ -43,7 +47,8 @@ def test_the_kind_comes_from_the_topology_or_is_asked_for(tmp_path) -> None:
     config = tmp_path / "t.yaml"
     config.write_text(SGLANG_BASE)
     assert executor_kind(load_topology(slurm_variant(config, tmp_path))) == "slurm"  # a slurm: section
-    assert set(WRAPPERS) == set(NODE_EXECUTORS) == {"local", "slurm"}
+    assert executor_kind(load_topology(CONFIGS_DIR / "gpt-oss-120b-p1-d4-gb300-k8s.yaml")) == "kubernetes"
+    assert set(WRAPPERS) == set(NODE_EXECUTORS) == {"local", "slurm", "kubernetes"}
 
 
 def test_a_node_is_reached_the_way_its_kind_reaches_it() -> None:
@@ -54,13 +59,15 @@ def test_a_node_is_reached_the_way_its_kind_reaches_it() -> None:
     if shutil.which("srun"):
         step = node_executor(topo.node("d0"), kind="slurm", topo=topo)
         assert isinstance(step, SlurmExecutor) and step.node == "gpu-07"
+    with pytest.raises(UserError, match="runs no commands on cluster nodes"):  # a pod's node: the scheduler's
+        node_executor(topo.node("d0"), kind="kubernetes", topo=topo).run(["true"], timeout=5)
 
 
 @pytest.mark.parametrize("call", [
-    lambda: executor_for({"name": "w", "executor": "kubernetes"}),
-    lambda: node_executor(make()[0].node("p0"), kind="kubernetes"),
-    lambda: executor_kind(make()[0], "kubernetes"),
+    lambda: executor_for({"name": "w", "executor": "nomad"}),
+    lambda: node_executor(make()[0].node("p0"), kind="nomad"),
+    lambda: executor_kind(make()[0], "nomad"),
 ])
 def test_an_executor_pdctl_does_not_have_is_refused(call) -> None:
-    with pytest.raises(UserError, match="kubernetes"):
+    with pytest.raises(UserError, match="nomad"):
         call()

@@ -1,17 +1,5 @@
 """The SGLang oracle worker for this package's differential tests: one per module, always closed."""
 
-from __future__ import annotations
+from tests.support.sglang_env import oracle
 
-import pytest
-
-
-@pytest.fixture(scope="module")
-def oracle(sglang_python: str):
-    """SGLang's own code in the side venv (tests/support/sglang_env.py::Oracle)."""
-    from tests.support.sglang_env import Oracle
-
-    worker = Oracle(sglang_python)
-    try:
-        yield worker
-    finally:
-        worker.close()
+__all__ = ["oracle"]

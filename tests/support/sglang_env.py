@@ -7,7 +7,10 @@ used. Missing: the `sglang_python` fixture skips, saying how to build it (in CI 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.support.paths import REPO
 
@@ -72,3 +75,14 @@ class Oracle:
         except Exception:  # noqa: BLE001 - a stuck worker is killed, whatever the reason
             self.proc.kill()
             self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def oracle(sglang_python: str) -> Iterator[Oracle]:
+    """SGLang's own code in the side venv, one worker per test module, always closed (a package's conftest
+    imports this fixture to offer it)."""
+    worker = Oracle(sglang_python)
+    try:
+        yield worker
+    finally:
+        worker.close()

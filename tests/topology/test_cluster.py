@@ -40,7 +40,7 @@ def test_a_full_slurm_section_loads_normalised() -> None:
 
 
 @pytest.mark.parametrize(("middle", "nodes", "expected"), [
-    ("", NODES, "t.yaml:4:5: nodes[0]: required key 'host' missing (only with a slurm: section"),
+    ("", NODES, "t.yaml:4:5: nodes[0]: required key 'host' missing (only with a slurm: or kubernetes: section"),
     ("slurm: {time: 10}\n", NODES, "t.yaml:3:9: slurm.time: unknown key 'time'; Slurm's --time is time_limit here"),
     ("slurm: {time_limit: 1h}\n", NODES, "slurm.time_limit: expected a Slurm time limit"),
     ("slurm: {gres: gpu:4, gpus_per_node: 4}\n", NODES, "slurm.gpus_per_node: set gres or gpus_per_node, not both"),

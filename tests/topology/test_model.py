@@ -110,7 +110,7 @@ def test_schema_is_json_and_covers_every_key() -> None:
     assert mode["then"]["not"] == {"anyOf": [{"required": ["prefill"]}, {"required": ["decode"]}]}
     assert mode["else"]["not"] == {"anyOf": [{"required": ["colocated"]}]}
     # nodes name their host, unless a slurm: section lets the job assign them
-    assert host == {"if": {"not": {"required": ["slurm"]}},
+    assert host == {"if": {"not": {"anyOf": [{"required": ["slurm"]}, {"required": ["kubernetes"]}]}},
                     "then": {"properties": {"nodes": {"items": {"required": ["host"]}}}}}
     assert schema["properties"]["mode"]["enum"] == ["pd", "colocated"]
     assert schema["properties"]["mode"]["default"] == "pd"
