@@ -15,7 +15,7 @@ from tests.support.topo_factory import gpu, make
 ROOT = Path(__file__).resolve().parents[2]
 INVALID = ROOT / "configs" / "invalid"
 # Rules whose failing config cannot avoid failing a second rule too (documented in the config's comment).
-ALSO_FAILS = {"hetero-tp-swa-buffers": {"unified-memory-tp"}}
+ALSO_FAILS = {"hetero-tp-swa-buffers": {"unified-memory-tp"}, "hetero-tp-swa-layout": {"kv-layout-pd"}}
 
 
 def failed(topo, spec) -> set[str]:
@@ -69,8 +69,15 @@ def test_p1_d4_pp2_fails_hetero_tp_swa_pp():
 
 def test_p1_d4_hnd_layout_fails_hetero_tp_swa_layout():
     topo, spec = make(server={"kv_layout": "hnd"})
-    assert failed(topo, spec) == {"hetero-tp-swa-layout"}
+    # SGLang's servers refuse HND for PD at startup (kv-layout-pd), before any head slice is built
+    assert failed(topo, spec) == {"hetero-tp-swa-layout", "kv-layout-pd"}
     assert "needs the NHD KV cache layout, got hnd" in finding(topo, spec, "hetero-tp-swa-layout").message
+    assert "not supported with disagg yet" in finding(topo, spec, "kv-layout-pd").message
+    # the reference engine carries HND pages with its own transfer: only SGLang's stack refuses them
+    ref = {"kind": "reference", "version": None}
+    assert failed(*make(engine=ref, server={"kv_layout": "hnd"})) == {"hetero-tp-swa-layout"}
+    assert failed(*make(engine=ref, server={"kv_layout": "hnd"}, transfer={"stack": "sglang"})) == {
+        "hetero-tp-swa-layout", "kv-layout-pd"}
 
 
 def test_vectorized_5d_cannot_be_rendered_on_nvidia():
@@ -99,13 +106,13 @@ def test_mxfp8_equal_tp_passes_on_gb300_fails_on_h100():
 def test_equal_tp_exempts_head_slice_rules():
     topo, spec = make(prefill={"tp": 4, "pp": 2}, decode={"tp": 4, "pp": 2}, nodes=gpu("gb300", 8, 8),
                       server={"kv_layout": "hnd"})
-    assert failed(topo, spec) == set()
+    assert failed(topo, spec) == {"kv-layout-pd"}  # SGLang refuses HND for PD at startup, whatever the TPs
 
 
 def test_hybrid_swa_memory_off_exempts_swa_rules():
     topo, spec = make(prefill={"pp": 2}, server={"hybrid_swa_memory": False, "kv_layout": "hnd"},
                       engine={"version": "0.5.20"})
-    assert failed(topo, spec) == set()
+    assert failed(topo, spec) == {"kv-layout-pd"}
     assert "hybrid_swa_memory: false" in finding(topo, spec, "hetero-tp-swa-pp").message
 
 
@@ -150,11 +157,13 @@ def test_staging_swa_scope_is_info_and_does_not_fail():
     assert finding(topo, spec, "staging-swa-scope").ok
 
 
-def test_hybrid_swa_memory_match_is_a_warning():
+def test_hybrid_swa_memory_match_is_an_error_at_the_first_transfer():
+    # SGLang's stack fails the first transfer with this mismatch (tests/transfer/sglang_stack: the live matrix)
     topo, spec = make(decode={"hybrid_swa_memory": False})
     f = finding(topo, spec, "hybrid-swa-memory-match")
-    assert not f.ok and f.severity == "warning" and f.verdict == "warn"
-    assert is_compatible(evaluate(topo, spec))
+    assert not f.ok and f.severity == "error" and f.stage == "first transfer"
+    assert "State index length mismatch" in f.message
+    assert not is_compatible(evaluate(topo, spec))
     assert finding(*make(server={"hybrid_swa_memory": False}), "hybrid-swa-memory-match").ok
     llama = make(model={"path": "meta-llama/Llama-3.1-8B", "preset": "llama-3.1-8b"}, nodes=gpu("h100"),
                  decode={"hybrid_swa_memory": False})

@@ -29,7 +29,7 @@ from pdctl.plan import (
 )
 from pdctl.transfer.backends import BACKENDS, TransferError, create_backend, flatten_blocks
 
-__all__ = ["BenchConfig", "config_from_topology", "heads_note", "memcpy_gbps", "run_bench"]
+__all__ = ["BenchConfig", "config_from_topology", "heads_note", "memcpy_gbps", "run_bench", "run_pdctl_bench"]
 # The peer's own waits end after cfg.timeout; its setup and byte verification get this much on top.
 PEER_SLACK_S = 120.0
 
@@ -171,6 +171,29 @@ def run_bench(cfg: BenchConfig, peer: Any = None) -> dict[str, Any]:
         "memcpy_runs_gbps": copies,
         "paths": {"per_token": token, "packed": packed},
     }
+
+
+def run_pdctl_bench(topo: Any, cfg: BenchConfig, *, skip_compat: bool = False) -> dict[str, Any]:
+    """`bench-transfer --stack pdctl`: check-compat's gate, then run_bench; the document gains CLI.md's
+    round-3 keys (stack, verified, gbps/descriptors of SGLang's per-token path, stage, agreement)."""
+    from pdctl.bench.transfer.prediction import prediction, refusal
+    from pdctl.transfer.sglang_stack.verdict import agrees
+
+    predicted = prediction(topo)
+    common = {"stack": "pdctl", "transport": f"{cfg.backend} through pdctl's own endpoints (not recorded)",
+              **predicted.to_dict()}
+    if not predicted.compat_ok and not skip_compat:
+        return {"ok": False, "topology": cfg.name, "backend": cfg.backend, "verified": False, "gbps": 0.0,
+                "descriptors": 0, "stage": None, "error": refusal(predicted), "refused": True,
+                "agrees_with_compat": None, **common}
+    doc = run_bench(cfg)  # a transfer that fails raises CheckFailed (exit 1) with the backend's error
+    token = doc["paths"]["per_token"]
+    verified = bool(doc["ok"])
+    stage = None if verified else "silent corruption"
+    agreement = agrees(predicted, verified, stage)
+    return doc | common | {"ok": verified and agreement, "verified": verified, "gbps": token["gbps"],
+                           "descriptors": token["descriptors"], "stage": stage, "error": None,
+                           "refused": False, "agrees_with_compat": agreement}
 
 
 def _payload_bytes(cfg: BenchConfig, shape: KVShape, peers: dict[tuple[int, int], str]) -> int:

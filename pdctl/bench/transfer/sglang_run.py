@@ -1,0 +1,179 @@
+"""`pdctl bench-transfer --stack sglang`: one request's KV moved by SGLang's own KV managers, senders, receivers
+and bootstrap server, between two processes on this machine, at the topology's shapes (docs/sglang-stack.md).
+
+The work happens in SGLang's interpreter (pdctl.transfer.sglang_stack); this module resolves the topology into
+the two sides, asks check-compat what it predicts for them, runs the rounds (each interleaved with a memcpy of
+the same bytes, as pdctl's own bench does), and writes the document: verified or SGLang's failure with the
+stage it happened at, and whether that is what check-compat said.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pdctl.bench.transfer.prediction import prediction, refusal
+from pdctl.errors import UserError
+from pdctl.transfer.sglang_stack.spec import SideSpec, torch_dtype_name
+from pdctl.transfer.sglang_stack.verdict import Prediction, agrees
+
+DEFAULT_TIMEOUT_S = 60.0
+
+
+def side_specs(topo: Any, *, backend: str | None = None, tokens: int, device: str = "cpu",
+               prefill_host: str = "127.0.0.1", decode_host: str = "127.0.0.1", seed: int = 0,
+               timeout: float = DEFAULT_TIMEOUT_S, bypass_guards: bool = True) -> tuple[SideSpec, SideSpec]:
+    """Each role of TOPO as one side of a rehearsal: its attention TP, page size, KV dtype, layout and hybrid
+    SWA memory (the roles may disagree: a rehearsal shows what SGLang does then). UserError (exit 2) for
+    what a rehearsal cannot run: colocated topologies, MLA models, PP > 1, TPs that leave a rank without
+    whole heads, contexts shorter than --tokens."""
+    from pdctl.models import resolve_model_spec
+
+    pre, dec = topo.require_pd("bench-transfer --stack sglang")
+    spec = resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
+    if spec.mla:
+        raise UserError(f"{topo.name}: the SGLang-stack rehearsal covers MHA/GQA KV; {spec.name} uses MLA")
+    if tokens < 1:
+        raise UserError(f"--tokens must be positive, got {tokens}")
+    limits = [r.context_length for r in (pre, dec) if r.context_length]
+    if limits and tokens > min(limits):
+        raise UserError(f"--tokens {tokens} exceeds the topology's context_length {min(limits)}")
+    sides = []
+    for role, host in ((pre, prefill_host), (dec, decode_host)):
+        if role.pp != 1:
+            raise UserError(f"{topo.name}: {role.name}.pp {role.pp}: the SGLang-stack rehearsal covers pp 1")
+        if role.kv_layout == "vectorized_5d":
+            raise UserError(f"{topo.name}: kv_layout vectorized_5d exists on ROCm only; a rehearsal cannot build it")
+        hybrid = spec.hybrid_swa and bool(role.hybrid_swa_memory)
+        dtype = str(role.kv_cache_dtype or "auto")
+        try:
+            pool_dtype = torch_dtype_name(dtype, topo.engine.kind)
+        except ValueError as exc:
+            raise UserError(f"{topo.name}: {role.name}: {exc}") from None
+        sides.append(SideSpec(
+            role=role.name, backend=backend or topo.transfer.backend, tp=role.attn_tp, page_size=role.page_size,
+            tokens=tokens, full_layers=spec.full_layers if hybrid else list(range(spec.num_layers)),
+            swa_layers=spec.swa_layers if hybrid else [], window=spec.sliding_window if hybrid else None,
+            kv_heads=spec.num_kv_heads, head_dim=spec.head_dim, dtype=pool_dtype, kv_cache_dtype=dtype,
+            kv_layout=role.kv_layout, seed=seed, device=device, host=host, bootstrap_host=prefill_host,
+            bypass_guards=bypass_guards, timeout=timeout))
+    return sides[0], sides[1]
+
+
+# Copies of the request's KV both drivers hold at their peak: prefill pools and its seeded global KV,
+# decode pools, its global KV and the expected bytes it checks against, and slack for SGLang's own buffers.
+COPIES_AT_PEAK = 7
+
+
+def check_memory(pre: SideSpec, dec: SideSpec) -> None:
+    """Refuse (exit 2) a request whose pools cannot fit this host's memory, before starting anything."""
+    from pdctl.bench.transfer.run import available_memory, request_bytes
+    from pdctl.transfer.sglang_stack.pools import request_shape
+
+    one = max(request_bytes(request_shape(pre)), request_bytes(request_shape(dec)))
+    need, have = COPIES_AT_PEAK * one, available_memory()
+    if have is not None and need > have:
+        raise UserError(f"--tokens {pre.tokens}: the SGLang-stack bench would need about {need / 2**30:.1f} GiB "
+                        f"of host memory ({COPIES_AT_PEAK} copies of the request's {one / 2**30:.2f} GiB of KV); "
+                        f"{have / 2**30:.1f} GiB are available")
+
+
+def transport(backend: str, log: str) -> str:
+    """What carried the bytes, from the prefill driver's log: UCX's write path (NIXL) or Mooncake's
+    transport lines."""
+    if backend == "nixl":
+        from pdctl.preflight.parsers.ucx_proto import write_path
+
+        path = write_path(log)
+        return f"ucx {path.describe()}" if path else "ucx (no protocol table printed)"
+    from pdctl.preflight.parsers.mooncake_log import parse_mooncake_log
+
+    kinds = {s.transport for s in parse_mooncake_log(log) if s.transport}
+    return "mooncake " + ("/".join(sorted(kinds)) if kinds else "(transport not logged)")
+
+
+def run_sglang_bench(topo: Any, *, backend: str | None, tokens: int, repeats: int = 3,
+                     skip_compat: bool = False, timeout: float = DEFAULT_TIMEOUT_S,
+                     interpreter: Any = None, progress: Any = None) -> dict[str, Any]:
+    """The bench on SGLang's stack; returns the JSON document (CLI.md round 3). Raises UserError for bad
+    input or no SGLang interpreter; a failed or refused transfer is a document with ok false."""
+    from pdctl.bench.transfer.run import memcpy_gbps
+    from pdctl.transfer.sglang_stack.launcher import StackUnavailable, find_interpreter
+    from pdctl.transfer.sglang_stack.rehearsal import Rehearsal
+
+    if repeats < 1:
+        raise UserError(f"--repeats must be positive, got {repeats}")
+    pre, dec = side_specs(topo, backend=backend, tokens=tokens, timeout=timeout)
+    predicted = prediction(topo)
+    doc = _skeleton(topo, pre, dec, predicted)
+    if not predicted.compat_ok and not skip_compat:
+        doc.update(error=refusal(predicted), refused=True)
+        return doc
+    check_memory(pre, dec)
+    if interpreter is None:
+        try:
+            interpreter = find_interpreter(pre.backend, topo.engine.version if topo.engine.kind == "sglang"
+                                           else None)
+        except StackUnavailable as exc:
+            raise UserError(f"{exc}: build SGLang's side environment (`make sglang-env`) or point "
+                            "PDCTL_SGLANG_PYTHON at a Python with sglang and the backend's library") from None
+    if progress:
+        progress(f"starting SGLang {interpreter.sglang} in {interpreter.python} (prefill and decode drivers)")
+    rehearsal = Rehearsal(interpreter, timeout=timeout)
+    try:
+        doc["sglang_version"] = rehearsal.sglang
+        setup = rehearsal.setup(pre, dec)
+        runs: list[dict[str, Any]] = []
+        copies: list[float] = []
+        if setup["ok"]:
+            for round_ in range(repeats):
+                if progress:
+                    progress(f"round {round_ + 1}/{repeats}: one request of {tokens} tokens through SGLang's stack")
+                nbytes = int(setup["decode"].get("bytes") or 1)
+                copies.append(memcpy_gbps(nbytes))
+                runs.append(rehearsal.transfer(setup["case"], room=1000 + round_))
+                copies.append(memcpy_gbps(nbytes))
+                if not runs[-1]["verified"]:
+                    break
+        else:
+            runs.append({"verified": False, "stage": setup["stage"], "error": f"{setup['side']}: {setup['error']}",
+                         "bytes": 0, "descriptors": 0, "seconds": 0.0, "bypasses": []})
+        doc["transport"] = transport(pre.backend, rehearsal.prefill.stderr_text())
+    finally:
+        rehearsal.close()
+    return _finish(doc, runs, copies, predicted)
+
+
+def _skeleton(topo: Any, pre: SideSpec, dec: SideSpec, predicted: Prediction) -> dict[str, Any]:
+    return {"ok": False, "stack": "sglang", "topology": topo.name, "backend": pre.backend, "tokens": pre.tokens,
+            "prefill_tp": pre.tp, "decode_tp": dec.tp, "page_size": pre.page_size, "kv_heads": pre.kv_heads,
+            "head_dim": pre.head_dim, "elem_bytes": pre.elem_bytes, "full_layers": len(pre.full_layers),
+            "swa_layers": len(pre.swa_layers), "memory": "VRAM" if pre.device == "cuda" else "DRAM",
+            "sglang_version": None, "verified": False, "gbps": 0.0, "seconds": 0.0, "bytes": 0, "descriptors": 0,
+            "transport": None, "stage": None, "error": None, "refused": False, "guards_bypassed": [],
+            "agrees_with_compat": None, **predicted.to_dict()}
+
+
+def _finish(doc: dict[str, Any], runs: list[dict[str, Any]], copies: list[float],
+            predicted: Prediction) -> dict[str, Any]:
+    verified = bool(runs) and all(r["verified"] for r in runs)
+    last_failed = next((r for r in runs if not r["verified"]), None)
+    timed = [r for r in runs if r["verified"] and r["seconds"] > 0]
+    best = min(timed, key=lambda r: r["seconds"]) if timed else (runs[-1] if runs else {})
+    seconds = float(best.get("seconds") or 0.0)
+    nbytes = int(best.get("bytes") or 0)
+    gbps = nbytes / seconds / 1e9 if seconds > 0 and verified else 0.0
+    copy = max(copies) if copies else 0.0
+    stage = last_failed["stage"] if last_failed else None
+    doc.update({
+        "verified": verified, "stage": stage, "error": last_failed["error"] if last_failed else None,
+        "seconds": seconds, "bytes": nbytes, "descriptors": int(best.get("descriptors") or 0), "gbps": gbps,
+        "memcpy_gbps": copy, "ratio_to_memcpy": gbps / copy if copy else 0.0,
+        "runs_seconds": [r["seconds"] for r in runs], "repeats": len(runs),
+        "guards_bypassed": sorted({b for r in runs for b in r.get("bypasses", [])}),
+        "agrees_with_compat": agrees(predicted, verified, stage),
+        "mismatched_bytes": max((int(r.get("mismatched_bytes") or 0) for r in runs), default=0),
+        "measured_at": time.time(),
+    })
+    doc["ok"] = verified and doc["agrees_with_compat"]
+    return doc
