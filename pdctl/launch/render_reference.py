@@ -6,6 +6,7 @@ as SGLang means launch, status, logs and down run the same code for both engines
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from pdctl.errors import UserError
@@ -38,8 +39,17 @@ def render_reference_replica(
         env["SGLANG_DISAGG_STAGING_BUFFER"] = "1"
     if pd and topo.transfer.backend == "mooncake":
         env.setdefault("MOONCAKE_PROTOCOL", "tcp" if topo.transfer.protocol == "tcp" else "rdma")
+    python = node_python(topo, node)
+    sglang_stack = pd and topo.transfer.stack == "sglang"
+    if sglang_stack and python == sys.executable:
+        # SGLang's transfer stack needs SGLang's interpreter (its own CUDA/torch pins); this pdctl rides on its
+        # PYTHONPATH (docs/sglang-stack.md). Remote nodes and containers: engine.python must be that Python.
+        from pdctl.transfer.sglang_stack.launcher import local_python, pythonpath
+
+        python = local_python()
+        env["PYTHONPATH"] = pythonpath(env.get("PYTHONPATH"))
     argv = [
-        node_python(topo, node),
+        python,
         "-m",
         "pdctl.reference",
         "--model-path",
@@ -68,6 +78,8 @@ def render_reference_replica(
             "--disaggregation-bootstrap-port",
             str(placement.bootstrap_port),
         ]
+        if sglang_stack:
+            argv += ["--transfer-stack", "sglang"]
     if role.name == "decode" and role.radix_cache:
         argv.append("--disaggregation-decode-enable-radix-cache")
     argv += optional_flag("--max-total-tokens", role.max_total_tokens)

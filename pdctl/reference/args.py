@@ -28,6 +28,7 @@ class ServerArgs:
     disable_hybrid_swa_memory: bool = False
     disaggregation_transfer_backend: str = "nixl"
     disaggregation_bootstrap_port: int = 8998
+    transfer_stack: str = "pdctl"
     disaggregation_decode_enable_radix_cache: bool = False
     disable_radix_cache: bool = False
     max_total_tokens: int = 8192
@@ -61,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--disable-hybrid-swa-memory", action="store_true")
     a("--disaggregation-transfer-backend", default="nixl", choices=["nixl", "mooncake"])
     a("--disaggregation-bootstrap-port", type=int, default=8998)
+    a("--transfer-stack", default="pdctl", choices=["pdctl", "sglang"],
+      help="whose code moves PD KV: pdctl's own, or SGLang's KV managers/senders/receivers and bootstrap server "
+           "(needs SGLang importable: run this engine with SGLang's interpreter; docs/sglang-stack.md)")
     a("--disaggregation-decode-enable-radix-cache", action="store_true")
     a("--disable-radix-cache", action="store_true")
     a("--max-total-tokens", type=int, default=8192, help="KV capacity (tokens) of the full pool")

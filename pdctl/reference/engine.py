@@ -74,6 +74,7 @@ def build_engine(args: ServerArgs) -> Engine:
     settings = PDSettings(
         host=args.host,
         transfer_backend=args.disaggregation_transfer_backend,
+        transfer_stack=args.transfer_stack,
         bootstrap_port=args.disaggregation_bootstrap_port,
         decode_enable_radix_cache=args.disaggregation_decode_enable_radix_cache,
         transfer_timeout=args.transfer_timeout,

@@ -14,6 +14,9 @@ from pdctl.reference.roles.base import Role, RoleContext
 from pdctl.reference.roles.colocated import ColocatedRole
 
 ROLE_CLASSES = {"prefill": "pdctl.reference.roles.prefill:PrefillRole", "decode": "pdctl.reference.roles.decode:DecodeRole"}
+# `--transfer-stack sglang`: the same roles on SGLang's own transfer stack (needs SGLang's interpreter).
+SGLANG_ROLE_CLASSES = {"prefill": "pdctl.transfer.sglang_stack.engine_roles:SGLangPrefillRole",
+                       "decode": "pdctl.transfer.sglang_stack.engine_roles:SGLangDecodeRole"}
 
 
 def make_role(name: str, ctx: RoleContext) -> Role:
@@ -22,5 +25,6 @@ def make_role(name: str, ctx: RoleContext) -> Role:
         return ColocatedRole(ctx)
     if name not in ROLE_CLASSES:
         raise ValueError(f"unknown role {name!r}")
-    module, attr = ROLE_CLASSES[name].split(":")
+    table = SGLANG_ROLE_CLASSES if ctx.settings.transfer_stack == "sglang" else ROLE_CLASSES
+    module, attr = table[name].split(":")
     return getattr(importlib.import_module(module), attr)(ctx)

@@ -71,6 +71,22 @@ def candidates(explicit: str | None = None) -> list[str]:
     return list(dict.fromkeys(c for c in found if c))
 
 
+def local_python() -> str:
+    """SGLang's interpreter on this machine without asking it anything (a render must stay cheap and
+    deterministic): $PDCTL_SGLANG_PYTHON, else the first existing ./.venv-sglang or checkout .venv-sglang,
+    else the checkout's path (the process start then names it)."""
+    found = [c for c in candidates() if c != sys.executable]
+    for python in found:
+        if Path(python).exists():
+            return os.path.abspath(python)
+    return str(Path(PDCTL_ROOT) / ".venv-sglang" / "bin" / "python")
+
+
+def pythonpath(existing: str | None = None) -> str:
+    """PYTHONPATH that makes this pdctl importable by another interpreter (EXISTING entries kept after it)."""
+    return PDCTL_ROOT + (os.pathsep + existing if existing else "")
+
+
 def find_interpreter(backend: str, version: str | None = None, explicit: str | None = None) -> Interpreter:
     """The first candidate with SGLang (VERSION when given) and BACKEND's library; StackUnavailable else."""
     tried = []
@@ -89,8 +105,7 @@ def find_interpreter(backend: str, version: str | None = None, explicit: str | N
 
 def driver_env(host: str, timeout: float, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The driver's environment: pdctl importable, SGLang's address and timeouts, the UCX path tables."""
-    path = os.environ.get("PYTHONPATH", "")
-    return {**os.environ, **PATH_ENV, **(extra or {}), "PYTHONPATH": PDCTL_ROOT + (os.pathsep + path if path else ""),
+    return {**os.environ, **PATH_ENV, **(extra or {}), "PYTHONPATH": pythonpath(os.environ.get("PYTHONPATH")),
             "SGLANG_HOST_IP": host, "PDCTL_SGLANG_TIMEOUT": str(timeout), "PYTHONUNBUFFERED": "1"}
 
 
