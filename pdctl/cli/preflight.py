@@ -91,16 +91,28 @@ def render_report(report: Any, out: Any) -> None:
         out.print()
     if report.transfers:
         table = Table(title="cross-node KV transfer (bench-transfer between the nodes)", title_justify="left")
-        for col in ("from", "to", "backend", "path", "GB/s", "us/desc", "verified"):
+        for col in ("from", "to", "stack", "backend", "path", "GB/s", "us/desc", "verified"):
             table.add_column(col, justify="right" if col in ("GB/s", "us/desc") else "left")
         for t in report.transfers:
-            table.add_row(t.source, t.target, t.backend, escape(t.transport), f"{t.gbps:.3f}",
+            table.add_row(t.source, t.target, stack_words(t), t.backend, escape(t.transport), f"{t.gbps:.3f}",
                           f"{t.us_per_descriptor:.1f}", MARKS[t.ok] if t.ok else f"[red]NO[/] {escape(t.error or '')}")
         out.print(table)
+        for t in report.transfers:
+            if t.details.get("stack") == "pdctl" and "instead" in str(t.details.get("why")):
+                out.print(f"[yellow]note[/]: {t.source} -> {t.target}: {escape(t.details['why'])}", highlight=False)
+            for bypass in t.details.get("guards_bypassed") or []:
+                out.print(f"[yellow]CPU rehearsal[/]: {escape(bypass)}", highlight=False)
     for note in report.notes:
         out.print(f"[dim]note: {escape(note)}[/]")
     verdict = "[bold green]preflight passed[/]" if report.ok else "[bold red]preflight failed[/]"
     out.print(f"{verdict} ({len(report.nodes)} node(s), {report.wall_s:.1f}s)")
+
+
+def stack_words(t: Any) -> str:
+    """Whose transfer code ran a pair's test: 'sglang 0.5.23 (VRAM)' or 'pdctl'."""
+    if t.details.get("stack") != "sglang":
+        return "pdctl"
+    return f"sglang {t.details.get('sglang_version') or ''} ({t.details.get('memory', 'DRAM')})".replace("  ", " ")
 
 
 def render_brief(report: Any, out: Any) -> None:
@@ -109,7 +121,7 @@ def render_brief(report: Any, out: Any) -> None:
 
     out.print(f"[green]preflight passed[/]: {len(report.nodes)} node(s) in {report.wall_s:.1f}s")
     for t in report.transfers:
-        out.print(f"  transfer {t.source} -> {t.target}: {t.gbps:.3f} GB/s, {t.us_per_descriptor:.1f} us/descriptor "
-                  f"over {escape(t.transport)}", highlight=False)
+        out.print(f"  transfer {t.source} -> {t.target} ({stack_words(t)}): {t.gbps:.3f} GB/s, "
+                  f"{t.us_per_descriptor:.1f} us/descriptor over {escape(t.transport)}", highlight=False)
     for note in report.notes:
         out.print(f"  [dim]note: {escape(note)}[/]")

@@ -133,12 +133,19 @@ def bench_config(topo: Topology, tokens: int, source: str, target: str) -> Any:
 
 def run_pair(ctx: Context, source: str, target: str, *, tokens: int, nvlink: bool,
              slurm: bool = False) -> TransferResult:
-    """The transfer test for one (prefill node, decode node) pair."""
+    """The transfer test for one (prefill node, decode node) pair: on SGLang's own stack where the topology
+    runs SGLang's code and the nodes have it (pdctl.preflight.transfer_sglang), else pdctl's own transfer."""
+    from pdctl.preflight.transfer_sglang import choose, run_pair_sglang
+
+    choice = choose(ctx, source, target)
+    if choice.stack == "sglang":
+        return run_pair_sglang(ctx, source, target, choice, tokens=tokens, nvlink=nvlink, slurm=slurm)
     topo = ctx.topo
     env = {**topo.engine.env, **transfer_env(topo, nvlink, "prefill"), **PATH_ENV}
     cfg = bench_config(topo, tokens, source, target)
     src_node, dst_node = topo.node(source), topo.node(target)
-    base = TransferResult(source, target, topo.transfer.backend, "unknown", None, 0.0, 0.0, False)
+    base = TransferResult(source, target, topo.transfer.backend, "unknown", None, 0.0, 0.0, False,
+                          details={"stack": "pdctl", "why": choice.why})
     peer = node_executor(dst_node, slurm=slurm, topo=ctx.topo).popen(
         [engine_python(topo, dst_node), "-m", "pdctl.bench.transfer.peer"], env=env)
     driver = node_executor(src_node, slurm=slurm, topo=ctx.topo).popen(
@@ -169,8 +176,8 @@ def run_pair(ctx: Context, source: str, target: str, *, tokens: int, nvlink: boo
         bytes=int(token["bytes"]),
         expected_gbps=expected_gbps(ctx, source, target, nvlink),
         error=None if doc["ok"] else f"{token['mismatched_bytes']} bytes arrived wrong",
-        details={"tokens": tokens, "packed_gbps": doc["paths"]["packed"]["gbps"], "memcpy_gbps": doc["memcpy_gbps"],
-                 "rank_pairs": doc["rank_pairs"], "kind": token["kind"]},
+        details=base.details | {"tokens": tokens, "packed_gbps": doc["paths"]["packed"]["gbps"],
+                                "memcpy_gbps": doc["memcpy_gbps"], "rank_pairs": doc["rank_pairs"], "kind": token["kind"]},
     )
 
 

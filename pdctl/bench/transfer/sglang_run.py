@@ -10,6 +10,7 @@ stage it happened at, and whether that is what check-compat said.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from pdctl.bench.transfer.prediction import prediction, refusal
@@ -122,6 +123,9 @@ def run_sglang_bench(topo: Any, *, backend: str | None, tokens: int, repeats: in
     rehearsal = Rehearsal(interpreter, timeout=timeout)
     try:
         doc["sglang_version"] = rehearsal.sglang
+        if device_for(topo, rehearsal) == "cuda":
+            pre, dec = replace(pre, device="cuda"), replace(dec, device="cuda")
+            doc["memory"] = "VRAM"
         setup = rehearsal.setup(pre, dec)
         runs: list[dict[str, Any]] = []
         copies: list[float] = []
@@ -142,6 +146,13 @@ def run_sglang_bench(topo: Any, *, backend: str | None, tokens: int, repeats: in
     finally:
         rehearsal.close()
     return _finish(doc, runs, copies, predicted)
+
+
+def device_for(topo: Any, rehearsal: Any) -> str:
+    """VRAM (torch.cuda) when the topology's nodes are GPUs and SGLang's interpreter sees CUDA, else DRAM."""
+    gpus = all(topo.node(n).gpu != "cpu" for role in topo.roles() for n in role.nodes)
+    cuda = all(bool(r.get("cuda")) for r in rehearsal.ready.values())
+    return "cuda" if gpus and cuda else "cpu"
 
 
 def _skeleton(topo: Any, pre: SideSpec, dec: SideSpec, predicted: Prediction) -> dict[str, Any]:

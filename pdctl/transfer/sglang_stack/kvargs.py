@@ -19,7 +19,7 @@ Buffers = tuple[list[int], list[int], list[int]]  # (data ptrs, data lengths, it
 
 
 def kv_args(spec: SideSpec, rank: int, full: Buffers, aux: Buffers, *, pool: Any = None,
-            swa: Buffers | None = None) -> Any:
+            swa: Buffers | None = None, gpu: int = 0) -> Any:
     """KVArgs for RANK of SPEC's role: FULL = the KV buffers, AUX = the metadata buffers; the state from
     SGLang's POOL (its `setup_state_kv_args`), or SWA's buffers when there is no SGLang pool."""
     from sglang.srt.disaggregation.utils import (
@@ -46,7 +46,7 @@ def kv_args(spec: SideSpec, rank: int, full: Buffers, aux: Buffers, *, pool: Any
     args.page_size = spec.page_size
     args.aux_data_ptrs, args.aux_data_lens, args.aux_item_lens = (list(x) for x in aux)
     args.ib_device = None
-    args.gpu_id = 0
+    args.gpu_id = gpu  # the device the pools live on (VRAM); an id only on DRAM
     if spec.backend == "nixl":
         args.kv_data_mem_kinds = mem_kinds(spec, len(args.kv_data_ptrs))
     layers = len(spec.full_layers) + len(spec.swa_layers)

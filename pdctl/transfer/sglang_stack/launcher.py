@@ -104,8 +104,9 @@ def find_interpreter(backend: str, version: str | None = None, explicit: str | N
 
 
 def driver_env(host: str, timeout: float, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The driver's environment: pdctl importable, SGLang's address and timeouts, the UCX path tables."""
-    return {**os.environ, **PATH_ENV, **(extra or {}), "PYTHONPATH": pythonpath(os.environ.get("PYTHONPATH")),
+    """What a driver's environment adds (to this process's, or a node's): pdctl importable, SGLang's address
+    and timeouts, UCX's path tables."""
+    return {**PATH_ENV, **(extra or {}), "PYTHONPATH": pythonpath(os.environ.get("PYTHONPATH")),
             "SGLANG_HOST_IP": host, "PDCTL_SGLANG_TIMEOUT": str(timeout), "PYTHONUNBUFFERED": "1"}
 
 
@@ -128,7 +129,7 @@ class DriverProcess:
             self._stderr_thread.start()
         else:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                         text=True, env=env, start_new_session=True)
+                                         text=True, env={**os.environ, **env}, start_new_session=True)
         self._answers: queue.Queue[dict[str, Any] | None] = queue.Queue()
         threading.Thread(target=self._read, name=f"sglang-{role}-reader", daemon=True).start()
 

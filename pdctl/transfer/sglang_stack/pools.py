@@ -34,7 +34,7 @@ def request_shape(spec: SideSpec) -> KVShape:
 class RankPools:
     """SGLang's pool for one rank, the request's page ids in it, and pattern fill / byte check."""
 
-    def __init__(self, spec: SideSpec, rank: int) -> None:
+    def __init__(self, spec: SideSpec, rank: int, gpu: int = 0) -> None:
         import torch
         from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
         from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
@@ -50,7 +50,8 @@ class RankPools:
         self.full_ids = list(range(offset, offset + self.shape.full_pages))
         self.swa_ids = list(range(offset, offset + self.shape.swa_pages))
         common = {"page_size": ps, "dtype": getattr(torch, spec.dtype), "head_num": self.heads,
-                  "head_dim": spec.head_dim, "device": spec.device, "enable_memory_saver": False}
+                  "head_dim": spec.head_dim, "device": "cpu" if spec.device == "cpu" else f"cuda:{gpu}",
+                  "enable_memory_saver": False}
         hnd = spec.kv_layout == "hnd"
         old = os.environ.get("SGLANG_USE_HND_KVCACHE")
         if hnd:  # SGLang's HND switch is this variable (the pool reads it at construction)

@@ -27,14 +27,17 @@ class Rehearsal:
 
     def __init__(self, interpreter: Interpreter | str, *, prefill_host: str = "127.0.0.1",
                  decode_host: str = "127.0.0.1", timeout: float = 60.0, env: dict[str, str] | None = None,
-                 popen: dict[str, Any] | None = None) -> None:
+                 popen: dict[str, Any] | None = None, pythons: dict[str, str] | None = None) -> None:
+        """INTERPRETER runs both drivers (PYTHONS: per side instead, e.g. two nodes' engine Pythons); POPEN:
+        per side, how to start a driver on its node (preflight: the node's executor), else a local process."""
         python = interpreter.python if isinstance(interpreter, Interpreter) else interpreter
+        pythons = pythons or {}
         self.timeout = timeout
         popen = popen or {}
-        self.prefill = DriverProcess(python, "prefill", driver_env(prefill_host, timeout, env),
-                                     popen=popen.get("prefill"))
-        self.decode = DriverProcess(python, "decode", driver_env(decode_host, timeout, env),
-                                    popen=popen.get("decode"))
+        self.prefill = DriverProcess(pythons.get("prefill", python), "prefill",
+                                     driver_env(prefill_host, timeout, env), popen=popen.get("prefill"))
+        self.decode = DriverProcess(pythons.get("decode", python), "decode",
+                                    driver_env(decode_host, timeout, env), popen=popen.get("decode"))
         self.ready: dict[str, Any] = {}
         self.case: str | None = None  # the case whose processes are alive (ended before the next setup)
         for name, driver in (("prefill", self.prefill), ("decode", self.decode)):

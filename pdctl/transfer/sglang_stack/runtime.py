@@ -139,16 +139,25 @@ def server_args(spec: SideSpec, bootstrap_port: int) -> Any:
                       skip_tokenizer_init=True, kv_cache_dtype=spec.kv_cache_dtype)
 
 
-def publish_rank(args: Any, rank: int) -> None:
+def gpu_for(spec: SideSpec, rank: int) -> int:
+    """The GPU of RANK on a VRAM rehearsal (rank r on GPU r, wrapping over the GPUs there are); 0 on DRAM."""
+    if spec.device == "cpu":
+        return 0
+    import torch
+
+    return rank % max(1, torch.cuda.device_count())
+
+
+def publish_rank(args: Any, rank: int, gpu: int = 0) -> None:
     """Make RANK the process's SGLang rank (its managers read rank and sizes at construction)."""
     from sglang.srt.runtime_context import SpawnRanks, get_parallel, publish
 
     get_parallel().clear_stamp()  # the previous rank's (and case's) stamped ranks and sizes
-    publish(args, role="scheduler", ranks=SpawnRanks(world_rank=rank, gpu_id=0))
+    publish(args, role="scheduler", ranks=SpawnRanks(world_rank=rank, gpu_id=gpu))
     get_parallel().override_permanently(pp_group=None)
 
 
-def new_mooncake_engine() -> None:
+def new_mooncake_engine(gpu: int = 0) -> None:
     """A Mooncake engine of its own for the rank built next. SGLang shares one engine per process
     (`maybe_init_shared_mooncake_transfer_engine`), and a server runs one process per rank: ranks of one
     driver process must not share one, or the prefill sees every decode rank under one session id (and
@@ -156,7 +165,7 @@ def new_mooncake_engine() -> None:
     from sglang.srt.distributed.device_communicators import mooncake_transfer_engine as mte
     from sglang.srt.utils.network import get_local_ip_auto
 
-    mte._mooncake_transfer_engine = mte.MooncakeTransferEngine(hostname=get_local_ip_auto(), gpu_id=0)
+    mte._mooncake_transfer_engine = mte.MooncakeTransferEngine(hostname=get_local_ip_auto(), gpu_id=gpu)
 
 
 @dataclass

@@ -57,14 +57,15 @@ class Side:
                 runtime.install_mooncake_counter()
             manager_cls = get_kv_class(TransferBackend(spec.backend), KVClassType.MANAGER)
             for rank in range(spec.tp):
-                runtime.publish_rank(args, rank)
+                gpu = runtime.gpu_for(spec, rank)
+                runtime.publish_rank(args, rank, gpu)
                 if spec.backend == "mooncake":
-                    runtime.new_mooncake_engine()
-                pools = RankPools(spec, rank)
+                    runtime.new_mooncake_engine(gpu)
+                pools = RankPools(spec, rank, gpu)
                 meta = MetadataBuffers(size=AUX_SLOTS, hidden_size=16, hidden_states_dtype=torch.float32,
                                        max_sampling_mask_tokens=1)
                 full = get_kv_transfer_buf_infos(pools.pool)
-                kvargs = kv_args(spec, rank, full, meta.get_buf_infos(), pool=pools.pool)
+                kvargs = kv_args(spec, rank, full, meta.get_buf_infos(), pool=pools.pool, gpu=gpu)
                 mode = DisaggregationMode.PREFILL if spec.role == "prefill" else DisaggregationMode.DECODE
                 self.managers.append(manager_cls(kvargs, mode, args, False))
                 if spec.role == "prefill":
