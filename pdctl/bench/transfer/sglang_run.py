@@ -114,7 +114,7 @@ def run_sglang_bench(topo: Any, *, backend: str | None, tokens: int, repeats: in
     if interpreter is None:
         try:
             interpreter = find_interpreter(pre.backend, topo.engine.version if topo.engine.kind == "sglang"
-                                           else None)
+                                           else None, explicit=named_python(topo))
         except StackUnavailable as exc:
             raise UserError(f"{exc}: build SGLang's side environment (`make sglang-env`) or point "
                             "PDCTL_SGLANG_PYTHON at a Python with sglang and the backend's library") from None
@@ -146,6 +146,13 @@ def run_sglang_bench(topo: Any, *, backend: str | None, tokens: int, repeats: in
     finally:
         rehearsal.close()
     return _finish(doc, runs, copies, predicted)
+
+
+def named_python(topo: Any) -> str | None:
+    """The interpreter the topology names (engine.python, unless it is the bare default): the only one tried
+    then; else SGLang's side environment is looked for (pdctl.transfer.sglang_stack.launcher)."""
+    python = topo.engine.python
+    return None if python in ("python", "python3") else python
 
 
 def device_for(topo: Any, rehearsal: Any) -> str:

@@ -189,6 +189,24 @@ class _StackRole:
         swa = self.ctx.kv.hybrid_swa and bool(self.ctx.kv.swa_layers)
         return [RankRequest(r.full_pages[skip_pages:], list(r.swa_pages) if swa else None, slot) for r in kv.ranks]
 
+    def _slot(self, done: Callable[[Any], None]) -> int | None:
+        """An aux row for a request, or None after answering it with the reason (every row in flight)."""
+        try:
+            return self.slots.alloc()
+        except RuntimeError as exc:
+            done(str(exc))
+            return None
+
+    def _failed(self, slot: int, done: Callable[[Any], None]) -> Callable[[StackFailure], None]:
+        """A request's failure answer: its aux row back, /metrics, and SGLang's message with the stage."""
+
+        def fail(exc: StackFailure) -> None:
+            self.slots.release(slot)
+            self._count(False, bootstrap=exc.stage != "first transfer")
+            done(f"SGLang's KV transfer failed at {exc.stage}: {exc.message}")
+
+        return fail
+
     def _count(self, ok: bool, nbytes: int = 0, seconds: float = 0.0, bootstrap: bool = False) -> None:
         metrics = self.ctx.metrics
         if metrics is None:
@@ -208,10 +226,8 @@ class SGLangPrefillRole(_StackRole):
         if req.bootstrap_room is None:
             done("prefill request without bootstrap_room: send PD requests through the PD router")
             return
-        try:
-            slot = self.slots.alloc()
-        except RuntimeError as exc:
-            done(str(exc))
+        slot = self._slot(done)
+        if slot is None:
             return
         for meta in self.meta:  # every prefill rank's scheduler writes its metadata row (SGLang's set_buf)
             meta.output_ids[slot, 0] = first.token_id
@@ -230,15 +246,10 @@ class SGLangPrefillRole(_StackRole):
             self._count(True, nbytes, time.monotonic() - start)
             done(None)
 
-        def fail(exc: StackFailure) -> None:
-            self.slots.release(slot)
-            self._count(False, bootstrap=exc.stage != "first transfer")
-            done(f"SGLang's KV transfer failed at {exc.stage}: {exc.message}")
-
         assert self.stepper is not None
         self.stepper.add(lambda: SendFlow(self.managers, self.ctx.settings.transfer_backend, addr,
                                           int(req.bootstrap_room), self._parts(kv, slot),
-                                          self.ctx.settings.transfer_timeout), ok, fail)
+                                          self.ctx.settings.transfer_timeout), ok, self._failed(slot, done))
 
     def before_decode(self, req: RequestInfo, kv: KVHandle, done: DecodeDone) -> None:  # pragma: no cover
         raise RuntimeError("a prefill server does not decode PD requests")
@@ -271,10 +282,8 @@ class SGLangDecodeRole(_StackRole):
             done("decode request without bootstrap_host/bootstrap_port/bootstrap_room: send PD requests through "
                  "the PD router")
             return
-        try:
-            slot = self.slots.alloc()
-        except RuntimeError as exc:
-            done(str(exc))
+        slot = self._slot(done)
+        if slot is None:
             return
         for meta in self.meta:
             meta.output_ids[slot].zero_()
@@ -303,15 +312,11 @@ class SGLangDecodeRole(_StackRole):
             self._count(True)
             done(first)
 
-        def fail(exc: StackFailure) -> None:
-            self.slots.release(slot)
-            self._count(False, bootstrap=exc.stage != "first transfer")
-            done(f"SGLang's KV transfer failed at {exc.stage}: {exc.message}")
-
         assert self.stepper is not None
         self.stepper.add(lambda: ReceiveFlow(self.managers, self.ctx.settings.transfer_backend, addr, room,
                                              self._parts(kv, slot, prefix // ps),
-                                             self.ctx.settings.transfer_timeout, prefix), ok, fail)
+                                             self.ctx.settings.transfer_timeout, prefix), ok,
+                         self._failed(slot, done))
 
     def after_prefill(self, req: RequestInfo, kv: KVHandle, first: FirstToken,
                       done: PrefillDone) -> None:  # pragma: no cover
