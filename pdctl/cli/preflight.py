@@ -121,7 +121,8 @@ def render_brief(report: Any, out: Any) -> None:
 
     out.print(f"[green]preflight passed[/]: {len(report.nodes)} node(s) in {report.wall_s:.1f}s")
     for t in report.transfers:
-        out.print(f"  transfer {t.source} -> {t.target} ({stack_words(t)}): {t.gbps:.3f} GB/s, "
+        stack = f" ({stack_words(t)})" if t.details.get("stack") == "sglang" else ""
+        out.print(f"  transfer {t.source} -> {t.target}{stack}: {t.gbps:.3f} GB/s, "
                   f"{t.us_per_descriptor:.1f} us/descriptor over {escape(t.transport)}", highlight=False)
     for note in report.notes:
         out.print(f"  [dim]note: {escape(note)}[/]")

@@ -29,7 +29,7 @@ def judge(topo: Any, spec: ModelSpec, eff: Effective) -> list[Finding]:
             continue
         outcome = rule.check(ctx)
         findings.append(Finding(rule.id, rule.severity, not outcome.fired, outcome.message,
-                                rule.fix if outcome.fired else None, rule.stage))
+                                rule.fix if outcome.fired else None, outcome.stage or rule.stage))
     return findings
 
 

@@ -241,3 +241,14 @@ def test_docs_describe_every_rule():
     text = (ROOT / "docs" / "check-compat.md").read_text()
     for rule in RULES:
         assert f"### {rule.id} ({rule.severity}; stage: {rule.stage}" in text, rule.id
+
+
+def test_attn_tp_ratio_names_where_sglang_fails_for_the_shape():
+    """Measured on SGLang's own stack (tests/transfer/sglang_stack): a decode rank mapped to a prefill rank that
+    does not exist fails its registration; a prefill rank nobody pairs waits out the first transfer."""
+    six = {"model": {"path": "made-up/six", "config": str(INVALID / "attn-tp-ratio.config.json")},
+           "transfer": {"backend": "mooncake"}, "nodes": gpu("h100", 8, 8)}
+    up = finding(*make(**six, prefill={"tp": 2}, decode={"tp": 3}), "attn-tp-ratio")
+    down = finding(*make(**six, prefill={"tp": 3}, decode={"tp": 2}), "attn-tp-ratio")
+    assert not up.ok and up.stage == "registration" and RULES_BY_ID["attn-tp-ratio"].stage == "registration"
+    assert not down.ok and down.stage == "first transfer"
