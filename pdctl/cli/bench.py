@@ -88,7 +88,7 @@ def bench_transfer(
     from pdctl.topology import load_topology
 
     topo = load_topology(topology)
-    stack = stack or getattr(topo.transfer, "stack", "pdctl")
+    stack = stack or topo.transfer.stack
     out = err_console if json_path == "-" else console
     if stack == "sglang":
         from pdctl.bench.transfer.sglang_run import run_sglang_bench

@@ -17,6 +17,7 @@ host-memory path runs (and fails where SGLang says it does).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -106,27 +107,30 @@ class Failures:
 
 
 FAILURES = Failures()
-_MODEL_DIRS: dict[tuple[int, ...], str] = {}
 
 
 def model_dir(spec: SideSpec) -> str:
     """A folder with only a config.json, for ServerArgs (no weights or tokenizer are read). A plain Llama
     config of the same attention shape: the managers never look at the model, and model-specific ServerArgs
-    hooks (gpt-oss's attention backend choices) are not what a transfer rehearsal exercises."""
+    hooks (gpt-oss's attention backend choices) are not what a transfer rehearsal exercises. One folder per
+    shape under the temp dir, shared by every process that needs it (written atomically)."""
     layers = len(spec.full_layers) + len(spec.swa_layers)
-    key = (layers, spec.kv_heads, spec.head_dim, spec.tp, spec.tokens)
-    if key not in _MODEL_DIRS:
-        heads = math.lcm(spec.kv_heads, spec.tp)
-        path = tempfile.mkdtemp(prefix="pdctl-sglang-model-")
-        config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": heads * spec.head_dim,
-                  "intermediate_size": 4 * heads * spec.head_dim, "num_hidden_layers": layers,
-                  "num_attention_heads": heads, "num_key_value_heads": spec.kv_heads, "head_dim": spec.head_dim,
-                  "vocab_size": 32000, "max_position_embeddings": max(8192, 2 * spec.tokens),
-                  "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16"}
-        with open(os.path.join(path, "config.json"), "w", encoding="utf-8") as f:
-            json.dump(config, f)
-        _MODEL_DIRS[key] = path
-    return _MODEL_DIRS[key]
+    heads = math.lcm(spec.kv_heads, spec.tp)
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": heads * spec.head_dim,
+              "intermediate_size": 4 * heads * spec.head_dim, "num_hidden_layers": layers,
+              "num_attention_heads": heads, "num_key_value_heads": spec.kv_heads, "head_dim": spec.head_dim,
+              "vocab_size": 32000, "max_position_embeddings": max(8192, 2 * spec.tokens), "rms_norm_eps": 1e-5,
+              "torch_dtype": "bfloat16"}
+    text = json.dumps(config, sort_keys=True)
+    path = os.path.join(tempfile.gettempdir(), "pdctl-sglang-models", hashlib.sha256(text.encode()).hexdigest()[:16])
+    target = os.path.join(path, "config.json")
+    if not os.path.exists(target):
+        os.makedirs(path, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    return path
 
 
 def server_args(spec: SideSpec, bootstrap_port: int) -> Any:
