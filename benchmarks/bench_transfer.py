@@ -1,7 +1,7 @@
 """bench-transfer for a gpt-oss-shaped layer set (8 KV heads, head_dim 64, page 64, TP2 -> TP1, 8192 tokens).
 
 Per backend (NIXL, Mooncake), side by side in one run on the same shape: SGLang's own transfer stack (its KV
-managers, senders and receivers in SGLang's interpreter, pdctl.transfer.sglang_stack) vs pdctl's per-token
+managers, senders and receivers in SGLang's interpreter, pdctl.sglang_stack) vs pdctl's per-token
 path (SGLang's address rule through pdctl's endpoints) and packed path vs a memcpy of the same bytes. Three
 rounds, each: memcpy, SGLang's stack, then pdctl's bench (memcpy, per-token, memcpy, packed, memcpy); every
 path's best run against the best memcpy of the whole backend's run, so a loaded 2-core box slows all alike. (SGLang's managers
@@ -26,9 +26,9 @@ SGLANG_TIMEOUT_S = 600.0
 def sglang_stack(topo: Any, backend: str, tokens: int) -> Any:
     """(rehearsal pair, prefill side, decode side) for the shape, or None when SGLang's interpreter is missing
     (said, not fatal)."""
-    from pdctl.bench.transfer.sglang_run import side_specs
-    from pdctl.transfer.sglang_stack.launcher import StackUnavailable, find_interpreter
-    from pdctl.transfer.sglang_stack.rehearsal import Rehearsal
+    from pdctl.sglang_stack.launcher import StackUnavailable, find_interpreter
+    from pdctl.sglang_stack.rehearsal import Rehearsal
+    from pdctl.sglang_stack.sides import side_specs
 
     try:
         interpreter = find_interpreter(backend, topo.engine.version)

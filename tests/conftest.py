@@ -51,7 +51,7 @@ def sglang_python() -> str:
 @pytest.fixture(scope="session")
 def sglang_stack_python(sglang_python: str) -> str:
     """The side environment's interpreter, when it can also run SGLang's transfer stack (nixl, mooncake)."""
-    from pdctl.transfer.sglang_stack.launcher import probe
+    from pdctl.sglang_stack.launcher import probe
 
     got = probe(sglang_python)
     if isinstance(got, str) or not (got.nixl and got.mooncake):

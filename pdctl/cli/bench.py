@@ -1,4 +1,4 @@
-"""`pdctl bench-transfer TOPOLOGY`: one request's KV moved between real ranks (options and rendering only).
+"""`pdctl bench-transfer TOPOLOGY`: one request's KV moved between real ranks (options and printing only).
 
 The work lives in pdctl.bench.transfer.run (imported when the command runs: it needs numpy and the backends).
 """
@@ -9,12 +9,13 @@ from typing import Any
 
 import click
 
-from pdctl.cli.options import json_option
-from pdctl.cli.render import console, err_console, write_json
+from pdctl.cli.console import console, err_console, write_json
+from pdctl.cli.options import json_option, set_option
 from pdctl.errors import CheckFailed
+from pdctl.transfer.registry import NAMES
 
 
-def render_result(doc: dict[str, Any], note: str, out: Any) -> None:
+def print_result(doc: dict[str, Any], note: str, out: Any) -> None:
     """The human view of a bench-transfer document (also used by benchmarks/bench_transfer.py)."""
     from rich.table import Table
 
@@ -46,7 +47,7 @@ def render_result(doc: dict[str, Any], note: str, out: Any) -> None:
 @click.argument("topology", type=click.Path(dir_okay=False))
 @click.option(
     "--backend",
-    type=click.Choice(["nixl", "mooncake"]),
+    type=click.Choice(list(NAMES)),
     default=None,
     help="Transfer backend (default: the topology's transfer.backend).",
 )
@@ -74,9 +75,10 @@ def render_result(doc: dict[str, Any], note: str, out: Any) -> None:
 @click.option("--skip-compat", is_flag=True,
               help="Run even if check-compat rejects the topology (to see SGLang fail live, or not).")
 @json_option("the result")
+@set_option
 def bench_transfer(
     topology: str, backend: str | None, tokens: int, repeats: int, stack: str | None, skip_compat: bool,
-    json_path: str | None
+    json_path: str | None, overrides: tuple[str, ...]
 ) -> None:
     """Move one request's KV between real prefill and decode ranks on this machine and time it.
 
@@ -87,7 +89,7 @@ def bench_transfer(
     """
     from pdctl.topology import load_topology
 
-    topo = load_topology(topology)
+    topo = load_topology(topology, overrides)
     stack = stack or topo.transfer.stack
     out = err_console if json_path == "-" else console
     if stack == "sglang":
@@ -96,12 +98,14 @@ def bench_transfer(
         with out.status(f"moving {tokens} tokens of KV through SGLang's stack ...") as status:
             doc = run_sglang_bench(topo, backend=backend, tokens=tokens, repeats=repeats, skip_compat=skip_compat,
                                    progress=lambda m: status.update(m))
-        render_sglang_result(doc, out)
+        print_sglang_result(doc, out)
         write_json(json_path, doc)
         if not doc["ok"]:
             raise CheckFailed(sglang_failure(doc))
         return
-    from pdctl.bench.transfer.run import config_from_topology, heads_note, run_pdctl_bench
+    # the bench loads numpy (the engine extra): its --help and bad input must work on a CLI-only install
+    from pdctl.bench.transfer.prediction import run_pdctl_bench
+    from pdctl.bench.transfer.run import config_from_topology, heads_note
 
     cfg = config_from_topology(topo, backend=backend, tokens=tokens, repeats=repeats)
     with out.status(f"moving {tokens} tokens of KV over {cfg.backend} ..."):
@@ -109,7 +113,7 @@ def bench_transfer(
     if doc.get("refused"):
         write_json(json_path, doc)
         raise CheckFailed(doc["error"])
-    render_result(doc, heads_note(cfg), out)
+    print_result(doc, heads_note(cfg), out)
     write_json(json_path, doc)
     if not doc["ok"]:
         raise CheckFailed("KV bytes on the decode side differ from the prefill's: the transfer is wrong")
@@ -127,7 +131,7 @@ def sglang_failure(doc: dict[str, Any]) -> str:
     return f"SGLang's stack failed at {doc['stage']} ({said}): {doc['error']}"
 
 
-def render_sglang_result(doc: dict[str, Any], out: Any) -> None:
+def print_sglang_result(doc: dict[str, Any], out: Any) -> None:
     """The human view of a bench-transfer document from SGLang's stack."""
     from rich.table import Table
 

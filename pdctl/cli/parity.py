@@ -1,4 +1,4 @@
-"""`pdctl parity`: logprob parity of a PD deployment against a reference server (options and rendering only).
+"""`pdctl parity`: logprob parity of a PD deployment against a reference server (options and printing only).
 
 The work lives in pdctl.parity (session -> runner -> compare/results -> report).
 """
@@ -36,12 +36,14 @@ class LiveProgress(PhaseProgress):
     def __call__(self, update) -> None:
         if update.phase == "setup":  # before any prompt is sent: say what is happening
             self.note(update.detail)
+        elif not update.compares:  # collecting answers: nothing has passed or failed yet
+            self.show(update.phase, update.done, update.total, update.detail)
         else:
             self.show(update.phase, update.done, update.total,
                       f"pass {update.passed} fail {update.failed}  {update.detail}")
 
 
-def _render(result, out) -> None:
+def _print_result(result, out) -> None:
     from rich.table import Table
 
     out.print(f"candidate {result.candidate}  vs  reference {result.reference}", highlight=False)
@@ -67,7 +69,8 @@ def _render(result, out) -> None:
             table.add_row(
                 f"{comp.prompt} {comp.prompt_name}", comp.label, str(comp.prompt_tokens),
                 "-" if comp.first_mismatch is None else str(comp.first_mismatch), _fmt(comp.max_abs_delta),
-                f"{comp.prefill_differs} ({_fmt(comp.prefill_max_abs_delta)})", str(comp.cached_tokens), status,
+                f"{'yes' if comp.prefill_differs else 'no'} ({_fmt(comp.prefill_max_abs_delta)})",
+                str(comp.cached_tokens), status,
             )
         if not shown:
             worst = max((c.max_abs_delta for c in mode.comparisons), default=0.0)
@@ -141,7 +144,7 @@ def parity(candidate_url, run_dir, reference_url, reference_topology, decode_url
                    "chunked_prefill_size": chunked_prefill_size, "context_length": context_length},
         seed=seed, launch_timeout=launch_timeout,
     )
-    result = run_live(LiveProgress, lambda progress: run_request(req, progress=progress), render=_render,
+    result = run_live(LiveProgress, lambda progress: run_request(req, progress=progress), show=_print_result,
                       json_path=json_path, report_path=report_path, write_report=_write_report)
     if not result.ok:
         bad = {name: len(mode.unexplained) for name, mode in result.modes.items() if not mode.ok}

@@ -6,6 +6,7 @@ import argparse
 from dataclasses import dataclass, field
 
 from pdctl.reference.config import KV_LAYOUTS as LAYOUTS
+from pdctl.transfer.registry import DEFAULT, NAMES, PDCTL_STACK, STACK_NAMES
 
 NUMERICS = ("exact", "gpu-like")  # pdctl.reference.numerics implements them (it imports torch; this must not)
 DEFAULT_CHUNKED_PREFILL_SIZE = 4096
@@ -26,9 +27,9 @@ class ServerArgs:
     kv_cache_dtype: str = "auto"
     kv_layout: str = "nhd"
     disable_hybrid_swa_memory: bool = False
-    disaggregation_transfer_backend: str = "nixl"
+    disaggregation_transfer_backend: str = DEFAULT
     disaggregation_bootstrap_port: int = 8998
-    transfer_stack: str = "pdctl"
+    transfer_stack: str = PDCTL_STACK.name
     disaggregation_decode_enable_radix_cache: bool = False
     disable_radix_cache: bool = False
     max_total_tokens: int = 8192
@@ -60,9 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--kv-cache-dtype", default="auto", choices=KV_DTYPES)
     a("--kv-layout", default="nhd", choices=list(LAYOUTS))
     a("--disable-hybrid-swa-memory", action="store_true")
-    a("--disaggregation-transfer-backend", default="nixl", choices=["nixl", "mooncake"])
+    a("--disaggregation-transfer-backend", default=DEFAULT, choices=list(NAMES))
     a("--disaggregation-bootstrap-port", type=int, default=8998)
-    a("--transfer-stack", default="pdctl", choices=["pdctl", "sglang"],
+    a("--transfer-stack", default=PDCTL_STACK.name, choices=list(STACK_NAMES),
       help="whose code moves PD KV: pdctl's own, or SGLang's KV managers/senders/receivers and bootstrap server "
            "(needs SGLang importable: run this engine with SGLang's interpreter; docs/sglang-stack.md)")
     a("--disaggregation-decode-enable-radix-cache", action="store_true")

@@ -15,12 +15,13 @@ from pydantic import Field, field_validator
 from pdctl.topology.base import Section, env_mapping, env_value
 from pdctl.topology.bench import BenchConfig
 from pdctl.topology.cluster import ContainerConfig, SlurmConfig
+from pdctl.transfer.registry import DEFAULT, NAMES, PDCTL_STACK, STACK_NAMES
 
 GpuKind = Literal["gb300", "gb200", "b200", "h200", "h100", "cpu"]
-Backend = Literal["nixl", "mooncake"]
+Backend = Literal[NAMES]  # the transfer backends of pdctl.transfer.registry
 Protocol = Literal["rdma", "tcp"]
 NvlinkMode = Literal["auto", "on", "off"]
-TransferStack = Literal["pdctl", "sglang"]
+TransferStack = Literal[STACK_NAMES]  # the transfer stacks of pdctl.transfer.registry
 KvLayout = Literal["nhd", "hnd", "vectorized_5d"]
 # SGLang 0.5.23 `--kv-cache-dtype` choices (srt/arg_groups/fields/model.py).
 KvCacheDtype = Literal["auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16"]
@@ -186,7 +187,7 @@ class Node(Section):
 class TransferConfig(Section):
     """KV transfer between prefill and decode."""
 
-    backend: Backend = Field("nixl", description="nixl | mooncake (--disaggregation-transfer-backend).")
+    backend: Backend = Field(DEFAULT, description=" | ".join(NAMES) + " (--disaggregation-transfer-backend).")
     protocol: Protocol = Field("rdma", description="rdma | tcp (mooncake tcp = SGLang's mooncake_tcp).")
     ib_device: str | None = Field(None, description="-> --disaggregation-ib-device.")
     staging_buffer: bool = Field(False, description="-> SGLANG_DISAGG_STAGING_BUFFER=1.")
@@ -200,7 +201,7 @@ class TransferConfig(Section):
         "environment; auto does so when preflight finds prefill and decode nodes in one NVLink domain; off never.",
     )
     stack: TransferStack = Field(
-        "pdctl",
+        PDCTL_STACK.name,
         description="Whose transfer code the reference engine, bench-transfer and preflight run: pdctl (its own "
         "re-implementation) or sglang (SGLang's own KV managers, senders, receivers and bootstrap server).",
     )

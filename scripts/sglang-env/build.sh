@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds pdctl's SGLang side environment: a venv in which SGLang's own Python code imports on CPU, so that tests
 # can call it as an oracle (its argument parser, its disaggregation conn modules) without CUDA, and so that
-# SGLang's own PD transfer stack runs on CPU (pdctl.transfer.sglang_stack: NIXL, Mooncake; and the reference
+# SGLang's own PD transfer stack runs on CPU (pdctl.sglang_stack: NIXL, Mooncake; and the reference
 # engine with `transfer.stack: sglang`, which needs fastapi/uvicorn; pdctl itself comes via PYTHONPATH).
 #   scripts/sglang-env/build.sh VENV [SGLANG_VERSION]
 # torch comes first and pinned to the CPU build (a bare requirement pulls a CUDA build); sglang and
@@ -33,7 +33,7 @@ import sglang.srt.disaggregation.common.conn  # noqa: F401
 import sglang.srt.disaggregation.nixl.conn  # noqa: F401
 import sglang.srt.disaggregation.mooncake.conn  # noqa: F401
 import sglang.benchmark.serving  # noqa: F401  (pdctl bench serve runs it)
-import nixl._api  # noqa: F401  (SGLang's NIXL manager: pdctl.transfer.sglang_stack)
+import nixl._api  # noqa: F401  (SGLang's NIXL manager: pdctl.sglang_stack)
 import mooncake.engine  # noqa: F401  (SGLang's Mooncake manager; needs libibverbs1)
 import fastapi, uvicorn  # noqa: F401,E401  (the reference engine on SGLang's stack)
 print(f"sglang {sglang.__version__} imports on CPU")

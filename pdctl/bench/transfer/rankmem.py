@@ -2,53 +2,16 @@
 
 bench-transfer needs real prefill-rank and decode-rank buffers in two processes and must prove every byte
 landed where SGLang's address rule says. Both processes regenerate the same "global" KV (all heads, all
-tokens) from a seed; each rank holds its heads of it, so the decode side can check its pools byte for byte
-without shipping the expected data between processes.
+tokens) from a seed (pdctl.plan.content.global_kv); each rank holds its heads of it, so the decode side can
+check its pools byte for byte without shipping the expected data between processes.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
-
 import numpy as np
 
 from pdctl.plan import global_head, heads_on_rank
-
-
-@dataclass(frozen=True)
-class KVShape:
-    """What one request's KV looks like: layers per pool, heads, bytes per head, pages."""
-
-    full_layers: int
-    swa_layers: int
-    kv_heads: int
-    head_bytes: int  # head_dim * bytes per element
-    page_size: int
-    full_pages: int  # pages of the request in full-attention layers
-    swa_pages: int  # window pages of the request in SWA layers (0 without hybrid SWA memory)
-
-    def pool_layers(self) -> dict[str, int]:
-        """Layers of each pool the request occupies, keyed like `RankMemory.pools()` ("swa" only with window
-        pages), so both bench processes plan the same pools."""
-        return {"full": self.full_layers} | ({"swa": self.swa_layers} if self.swa_layers and self.swa_pages else {})
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form, to hand the shape to the peer process."""
-        return asdict(self)
-
-
-def global_kv(shape: KVShape, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """The request's KV for all heads: full `[2, Lf, P*ps, H, hb]`, SWA `[2, Ls, S*ps, H, hb]` (random bytes)."""
-    rng = np.random.default_rng(seed)
-
-    def make(layers: int, pages: int) -> np.ndarray:
-        dims = (2, layers, pages * shape.page_size, shape.kv_heads, shape.head_bytes)
-        return np.frombuffer(rng.bytes(int(np.prod(dims))), dtype=np.uint8).reshape(dims)
-
-    full = make(shape.full_layers, shape.full_pages)
-    swa = make(shape.swa_layers, shape.swa_pages) if shape.swa_layers and shape.swa_pages else None
-    return full, swa
+from pdctl.plan.request import KVShape
 
 
 class RankMemory:

@@ -14,11 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from pdctl.bench.transfer.config import BenchConfig, config_from_topology, heads_note, kv_shape
-from pdctl.bench.transfer.packed import chunk_ranges, gather, shape_pair_plan
+from pdctl.bench.transfer.packed import chunk_ranges, gather, shape_pair_layout
 from pdctl.bench.transfer.packed import descriptors as packed_descriptors
 from pdctl.bench.transfer.peer import PeerProcess
-from pdctl.bench.transfer.rankmem import KVShape, RankMemory, global_kv
+from pdctl.bench.transfer.rankmem import KVShape, RankMemory
 from pdctl.errors import CheckFailed, UserError
 from pdctl.plan import (
     decode_peers,
@@ -27,9 +26,12 @@ from pdctl.plan import (
     page_blocks,
     ratio_ok,
 )
-from pdctl.transfer.backends import BACKENDS, TransferError, create_backend, flatten_blocks
+from pdctl.plan.content import global_kv
+from pdctl.plan.request import BenchConfig, config_from_topology, heads_note, kv_shape
+from pdctl.transfer.backends import TransferError, create_backend, flatten_blocks
+from pdctl.transfer.registry import NAMES
 
-__all__ = ["BenchConfig", "config_from_topology", "heads_note", "memcpy_gbps", "run_bench", "run_pdctl_bench"]
+__all__ = ["BenchConfig", "config_from_topology", "heads_note", "memcpy_gbps", "run_bench"]
 # The peer's own waits end after cfg.timeout; its setup and byte verification get this much on top.
 PEER_SLACK_S = 120.0
 
@@ -87,8 +89,8 @@ def run_bench(cfg: BenchConfig, peer: Any = None) -> dict[str, Any]:
     memcpy, per-token, memcpy, packed, memcpy back to back; the best of each (memcpy: best of all its
     measurements) gives the figures, so load hurts all three alike instead of skewing the ratio.
     """
-    if cfg.backend not in BACKENDS:
-        raise UserError(f"unknown backend {cfg.backend!r}: expected one of {', '.join(BACKENDS)}")
+    if cfg.backend not in NAMES:
+        raise UserError(f"unknown backend {cfg.backend!r}: expected one of {', '.join(NAMES)}")
     if cfg.tokens < 1:
         raise UserError(f"--tokens must be positive, got {cfg.tokens}")
     if cfg.repeats < 1:
@@ -171,29 +173,6 @@ def run_bench(cfg: BenchConfig, peer: Any = None) -> dict[str, Any]:
         "memcpy_runs_gbps": copies,
         "paths": {"per_token": token, "packed": packed},
     }
-
-
-def run_pdctl_bench(topo: Any, cfg: BenchConfig, *, skip_compat: bool = False) -> dict[str, Any]:
-    """`bench-transfer --stack pdctl`: check-compat's gate, then run_bench; the document gains CLI.md's
-    round-3 keys (stack, verified, gbps/descriptors of SGLang's per-token path, stage, agreement)."""
-    from pdctl.bench.transfer.prediction import prediction, refusal
-    from pdctl.transfer.sglang_stack.verdict import agrees
-
-    predicted = prediction(topo)
-    common = {"stack": "pdctl", "transport": f"{cfg.backend} through pdctl's own endpoints (not recorded)",
-              **predicted.to_dict()}
-    if not predicted.compat_ok and not skip_compat:
-        return {"ok": False, "topology": cfg.name, "backend": cfg.backend, "verified": False, "gbps": 0.0,
-                "descriptors": 0, "stage": None, "error": refusal(predicted), "refused": True,
-                "agrees_with_compat": None, **common}
-    doc = run_bench(cfg)  # a transfer that fails raises CheckFailed (exit 1) with the backend's error
-    token = doc["paths"]["per_token"]
-    verified = bool(doc["ok"])
-    stage = None if verified else "silent corruption"
-    agreement = agrees(predicted, verified, stage)
-    return doc | common | {"ok": verified and agreement, "verified": verified, "gbps": token["gbps"],
-                           "descriptors": token["descriptors"], "stage": stage, "error": None,
-                           "refused": False, "agrees_with_compat": agreement}
 
 
 def _payload_bytes(cfg: BenchConfig, shape: KVShape, peers: dict[tuple[int, int], str]) -> int:
@@ -305,7 +284,7 @@ def _packed_plan(cfg, shape, backends, peers, ranks, remote) -> dict[str, Any]: 
     plans, staging, descs = {}, {}, {}
     for p, d in peers:
         pages = {name: ranks[p].page_ids(name) for name in layers}
-        plan = shape_pair_plan(shape, pages, src_tp=cfg.prefill_tp, dst_tp=cfg.decode_tp, src_rank=p, dst_rank=d)
+        plan = shape_pair_layout(shape, pages, src_tp=cfg.prefill_tp, dst_tp=cfg.decode_tp, src_rank=p, dst_rank=d)
         plans[(p, d)] = plan
         if plan.gather:
             staging[(p, d)] = buf = np.zeros(plan.nbytes, dtype=np.uint8)

@@ -1,7 +1,7 @@
 """`pdctl bench-transfer --stack sglang`: one request's KV moved by SGLang's own KV managers, senders, receivers
 and bootstrap server, between two processes on this machine, at the topology's shapes (docs/sglang-stack.md).
 
-The work happens in SGLang's interpreter (pdctl.transfer.sglang_stack); this module resolves the topology into
+The work happens in SGLang's interpreter (pdctl.sglang_stack); this module resolves the topology into
 the two sides, asks check-compat what it predicts for them, runs the rounds (each interleaved with a memcpy of
 the same bytes, as pdctl's own bench does), and writes the document: verified or SGLang's failure with the
 stage it happened at, and whether that is what check-compat said.
@@ -14,52 +14,16 @@ from dataclasses import replace
 from typing import Any
 
 from pdctl.bench.transfer.prediction import prediction, refusal
+from pdctl.bench.transfer.run import available_memory, memcpy_gbps, request_bytes
 from pdctl.errors import UserError
-from pdctl.transfer.sglang_stack.spec import SideSpec, torch_dtype_name
-from pdctl.transfer.sglang_stack.verdict import Prediction, agrees
-
-DEFAULT_TIMEOUT_S = 60.0
-
-
-def side_specs(topo: Any, *, backend: str | None = None, tokens: int, device: str = "cpu",
-               prefill_host: str = "127.0.0.1", decode_host: str = "127.0.0.1", seed: int = 0,
-               timeout: float = DEFAULT_TIMEOUT_S, bypass_guards: bool = True) -> tuple[SideSpec, SideSpec]:
-    """Each role of TOPO as one side of a rehearsal: its attention TP, page size, KV dtype, layout and hybrid
-    SWA memory (the roles may disagree: a rehearsal shows what SGLang does then). UserError (exit 2) for
-    what a rehearsal cannot run: colocated topologies, MLA models, PP > 1, TPs that leave a rank without
-    whole heads, contexts shorter than --tokens."""
-    from pdctl.models import resolve_model_spec
-
-    pre, dec = topo.require_pd("bench-transfer --stack sglang")
-    spec = resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
-    if spec.mla:
-        raise UserError(f"{topo.name}: the SGLang-stack rehearsal covers MHA/GQA KV; {spec.name} uses MLA")
-    if tokens < 1:
-        raise UserError(f"--tokens must be positive, got {tokens}")
-    limits = [r.context_length for r in (pre, dec) if r.context_length]
-    if limits and tokens > min(limits):
-        raise UserError(f"--tokens {tokens} exceeds the topology's context_length {min(limits)}")
-    sides = []
-    for role, host in ((pre, prefill_host), (dec, decode_host)):
-        if role.pp != 1:
-            raise UserError(f"{topo.name}: {role.name}.pp {role.pp}: the SGLang-stack rehearsal covers pp 1")
-        if role.kv_layout == "vectorized_5d":
-            raise UserError(f"{topo.name}: kv_layout vectorized_5d exists on ROCm only; a rehearsal cannot build it")
-        hybrid = spec.hybrid_swa and bool(role.hybrid_swa_memory)
-        dtype = str(role.kv_cache_dtype or "auto")
-        try:
-            pool_dtype = torch_dtype_name(dtype, topo.engine.kind)
-        except ValueError as exc:
-            raise UserError(f"{topo.name}: {role.name}: {exc}") from None
-        sides.append(SideSpec(
-            role=role.name, backend=backend or topo.transfer.backend, tp=role.attn_tp, page_size=role.page_size,
-            tokens=tokens, full_layers=spec.full_layers if hybrid else list(range(spec.num_layers)),
-            swa_layers=spec.swa_layers if hybrid else [], window=spec.sliding_window if hybrid else None,
-            kv_heads=spec.num_kv_heads, head_dim=spec.head_dim, dtype=pool_dtype, kv_cache_dtype=dtype,
-            kv_layout=role.kv_layout, seed=seed, device=device, host=host, bootstrap_host=prefill_host,
-            bypass_guards=bypass_guards, timeout=timeout))
-    return sides[0], sides[1]
-
+from pdctl.preflight.parsers.mooncake_log import parse_mooncake_log
+from pdctl.preflight.parsers.ucx_proto import write_path
+from pdctl.sglang_stack.launcher import StackUnavailable, find_interpreter
+from pdctl.sglang_stack.pools import request_shape
+from pdctl.sglang_stack.rehearsal import Rehearsal
+from pdctl.sglang_stack.sides import DEFAULT_TIMEOUT_S, device_for, side_specs
+from pdctl.sglang_stack.spec import SideSpec
+from pdctl.sglang_stack.verdict import Prediction, agrees
 
 # Copies of the request's KV both drivers hold at their peak: prefill pools and its seeded global KV,
 # decode pools, its global KV and the expected bytes it checks against, and slack for SGLang's own buffers.
@@ -68,9 +32,6 @@ COPIES_AT_PEAK = 7
 
 def check_memory(pre: SideSpec, dec: SideSpec) -> None:
     """Refuse (exit 2) a request whose pools cannot fit this host's memory, before starting anything."""
-    from pdctl.bench.transfer.run import available_memory, request_bytes
-    from pdctl.transfer.sglang_stack.pools import request_shape
-
     one = max(request_bytes(request_shape(pre)), request_bytes(request_shape(dec)))
     need, have = COPIES_AT_PEAK * one, available_memory()
     if have is not None and need > have:
@@ -83,12 +44,8 @@ def transport(backend: str, log: str) -> str:
     """What carried the bytes, from the prefill driver's log: UCX's write path (NIXL) or Mooncake's
     transport lines."""
     if backend == "nixl":
-        from pdctl.preflight.parsers.ucx_proto import write_path
-
         path = write_path(log)
         return f"ucx {path.describe()}" if path else "ucx (no protocol table printed)"
-    from pdctl.preflight.parsers.mooncake_log import parse_mooncake_log
-
     kinds = {s.transport for s in parse_mooncake_log(log) if s.transport}
     return "mooncake " + ("/".join(sorted(kinds)) if kinds else "(transport not logged)")
 
@@ -98,10 +55,6 @@ def run_sglang_bench(topo: Any, *, backend: str | None, tokens: int, repeats: in
                      interpreter: Any = None, progress: Any = None) -> dict[str, Any]:
     """The bench on SGLang's stack; returns the JSON document (CLI.md round 3). Raises UserError for bad
     input or no SGLang interpreter; a failed or refused transfer is a document with ok false."""
-    from pdctl.bench.transfer.run import memcpy_gbps
-    from pdctl.transfer.sglang_stack.launcher import StackUnavailable, find_interpreter
-    from pdctl.transfer.sglang_stack.rehearsal import Rehearsal
-
     if repeats < 1:
         raise UserError(f"--repeats must be positive, got {repeats}")
     pre, dec = side_specs(topo, backend=backend, tokens=tokens, timeout=timeout)
@@ -150,16 +103,9 @@ def run_sglang_bench(topo: Any, *, backend: str | None, tokens: int, repeats: in
 
 def named_python(topo: Any) -> str | None:
     """The interpreter the topology names (engine.python, unless it is the bare default): the only one tried
-    then; else SGLang's side environment is looked for (pdctl.transfer.sglang_stack.launcher)."""
+    then; else SGLang's side environment is looked for (pdctl.sglang_stack.launcher)."""
     python = topo.engine.python
     return None if python in ("python", "python3") else python
-
-
-def device_for(topo: Any, rehearsal: Any) -> str:
-    """VRAM (torch.cuda) when the topology's nodes are GPUs and SGLang's interpreter sees CUDA, else DRAM."""
-    gpus = all(topo.node(n).gpu != "cpu" for role in topo.roles() for n in role.nodes)
-    cuda = all(bool(r.get("cuda")) for r in rehearsal.ready.values())
-    return "cuda" if gpus and cuda else "cpu"
 
 
 def _skeleton(topo: Any, pre: SideSpec, dec: SideSpec, predicted: Prediction) -> dict[str, Any]:

@@ -48,7 +48,9 @@ def make_router(engine: Any) -> APIRouter:
         doc.update({
             "version": f"pdctl-reference-{__version__}", "engine": "pdctl-reference",
             "tp_size": a.tp, "dp_size": 1, "pp_size": 1, "disaggregation_mode": "null" if a.role == "colocated" else a.role,
-            "context_length": engine.context_length, "max_total_num_tokens": a.max_total_tokens,
+            # SGLang's scheduler info: the full pool's tokens, page-aligned (what the KV pool really holds)
+            "context_length": engine.context_length,
+            "max_total_num_tokens": engine.kv.full_alloc.usable_pages * engine.kv.page_size,
             "kv_heads_per_rank": engine.model.shards[0].kv_heads,
             "internal_states": [engine.scheduler.stats()],
         })
