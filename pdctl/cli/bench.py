@@ -12,7 +12,7 @@ import click
 from pdctl.cli.console import console, err_console, write_json
 from pdctl.cli.options import json_option, set_option
 from pdctl.errors import CheckFailed
-from pdctl.transfer.registry import NAMES
+from pdctl.transfer.registry import NAMES, STACK_NAMES, stack
 
 
 def print_result(doc: dict[str, Any], note: str, out: Any) -> None:
@@ -67,7 +67,8 @@ def print_result(doc: dict[str, Any], note: str, out: Any) -> None:
 )
 @click.option(
     "--stack",
-    type=click.Choice(["pdctl", "sglang"]),
+    "stack_name",
+    type=click.Choice(list(STACK_NAMES)),
     default=None,
     help="Whose transfer code moves the KV: pdctl's own (per-token and packed paths) or SGLang's own KV "
     "managers, senders, receivers and bootstrap server (default: the topology's transfer.stack).",
@@ -77,7 +78,7 @@ def print_result(doc: dict[str, Any], note: str, out: Any) -> None:
 @json_option("the result")
 @set_option
 def bench_transfer(
-    topology: str, backend: str | None, tokens: int, repeats: int, stack: str | None, skip_compat: bool,
+    topology: str, backend: str | None, tokens: int, repeats: int, stack_name: str | None, skip_compat: bool,
     json_path: str | None, overrides: tuple[str, ...]
 ) -> None:
     """Move one request's KV between real prefill and decode ranks on this machine and time it.
@@ -90,9 +91,9 @@ def bench_transfer(
     from pdctl.topology import load_topology
 
     topo = load_topology(topology, overrides)
-    stack = stack or topo.transfer.stack
+    chosen = stack(stack_name or topo.transfer.stack)
     out = err_console if json_path == "-" else console
-    if stack == "sglang":
+    if chosen.sglang_code:
         from pdctl.bench.transfer.sglang_run import run_sglang_bench
 
         with out.status(f"moving {tokens} tokens of KV through SGLang's stack ...") as status:
