@@ -24,6 +24,7 @@ from pdctl.sglang_stack.rehearsal import Rehearsal
 from pdctl.sglang_stack.sides import DEFAULT_TIMEOUT_S, device_for, side_specs
 from pdctl.sglang_stack.spec import SideSpec
 from pdctl.sglang_stack.verdict import Prediction, agrees
+from pdctl.transfer import registry
 
 # Copies of the request's KV both drivers hold at their peak: prefill pools and its seeded global KV,
 # decode pools, its global KV and the expected bytes it checks against, and slack for SGLang's own buffers.
@@ -41,9 +42,9 @@ def check_memory(pre: SideSpec, dec: SideSpec) -> None:
 
 
 def transport(backend: str, log: str) -> str:
-    """What carried the bytes, from the prefill driver's log: UCX's write path (NIXL) or Mooncake's
-    transport lines."""
-    if backend == "nixl":
+    """What carried the bytes, from the prefill driver's log, read as the backend's registry entry says its log
+    tells the path: UCX's write path (NIXL) or Mooncake's transport lines."""
+    if registry.backend(backend).path_log == "ucx":
         path = write_path(log)
         return f"ucx {path.describe()}" if path else "ucx (no protocol table printed)"
     kinds = {s.transport for s in parse_mooncake_log(log) if s.transport}
