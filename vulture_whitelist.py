@@ -23,9 +23,9 @@ span_s  # pdctl/metrics/alarms.py: status' alarms document
 pytest_sessionfinish, pytest_unconfigure, pytest_terminal_summary, pytestmark
 # FastAPI routes and exception handlers, registered by their decorators
 health_generate, completions, _api_error, _timeout  # pdctl/reference/http/
-# loaded by name: the reference roles (pdctl.reference.roles.ROLE_CLASSES), the transfer backends
-# (pdctl.transfer.registry: implementation "module:Class")
-DecodeRole, PrefillRole, MooncakeBackend, NixlBackend
+# loaded by name (pdctl.transfer.registry, "module:Class"): the reference roles of each transfer stack
+# (Stack.roles), the transfer backends (Backend.implementation)
+DecodeRole, PrefillRole, SGLangDecodeRole, SGLangPrefillRole, MooncakeBackend, NixlBackend
 # uvicorn.Server's hook, overridden
 _.capture_signals  # pdctl/reference/server.py
 # pydantic: model configuration and validators, called by the model
@@ -37,3 +37,12 @@ _release_all  # tests/support/net.py
 # calls the recorders' methods (NIXL's agent: prep_xfer_dlist, make_prepped_xfer, their mem_kind argument)
 _.batches, _.prep_xfer_dlist, _.make_prepped_xfer, mem_kind, _.hf_config, _.hf_text_config, _.is_draft_model
 _._fixed_overhead_bytes, _._zero_kv_max_tokens
+# SGLang's own objects, filled by pdctl.sglang_stack for SGLang's code to read: KVArgs fields (kvargs.py), the
+# module-global Mooncake engine SGLang's managers take (runtime.py); the prefill's bootstrap server is kept
+# referenced while its side lives (side.py)
+_.pp_rank, _.system_dp_rank, _.rust_http_port, _.kv_cache_dtype_str, _.prefill_start_layer, _.prefill_end_layer
+_.kv_data_lens, _.kv_item_lens, _.num_draft_entries, _.kv_layer_ids, _.kv_head_num
+_.total_kv_head_num, _.aux_data_lens, _.aux_data_ptrs, _.aux_item_lens, _.gpu_id, _.kv_data_mem_kinds
+_.state_data_ptrs, _.state_data_lens, _.state_item_lens, _.state_dim_per_tensor, _.state_slice_outer_counts
+_.state_layer_ids, _.is_hybrid_mla_backend, _.state_conv_shard_groups, _.swa_kv_cache_layout
+_.mla_compression_ratios, _._mooncake_transfer_engine, _.bootstrap_server

@@ -2,7 +2,8 @@
 
 - `ref_checkpoint`: a deterministic reference checkpoint created once per session (no downloads in tests).
 - `chromium`: headless Chromium, or a skip BEFORE anything is launched when it is not installed.
-- `sglang_python`: the SGLang side environment's interpreter (`make sglang-env`), or a skip saying so.
+- `sglang_python`: the SGLang side environment's interpreter (`make sglang-env`), or a skip saying so;
+  `sglang_stack_python`: the same, when it has the transfer libraries SGLang's stack needs.
 - Strict mode (`PDCTL_STRICT_TESTS=1`, set by .ci/run): a skipped test fails the run. In CI every part
   is installed, so a skip can only hide breakage; the run lists the skips and exits non-zero.
 """
@@ -45,6 +46,18 @@ def sglang_python() -> str:
     if path is None:
         pytest.skip(f"SGLang side environment not built: run `make sglang-env` (or set {ENV_VAR})")
     return path
+
+
+@pytest.fixture(scope="session")
+def sglang_stack_python(sglang_python: str) -> str:
+    """The side environment's interpreter, when it can also run SGLang's transfer stack (nixl, mooncake)."""
+    from pdctl.sglang_stack.launcher import probe
+
+    got = probe(sglang_python)
+    if isinstance(got, str) or not (got.nixl and got.mooncake):
+        pytest.skip(f"{sglang_python} lacks SGLang's transfer libraries (nixl, mooncake): rebuild it with "
+                    "`make sglang-env` (scripts/sglang-env/requirements.txt lists them)")
+    return sglang_python
 
 
 def strict() -> bool:

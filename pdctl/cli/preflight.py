@@ -161,15 +161,30 @@ def _print_transfers(report: Any, out: Any) -> None:
         out.print(line, highlight=False)
     if report.transfers:
         table = Table(title="KV transfers (bench-transfer between the nodes)", title_justify="left", show_edge=False)
-        for col in ("from", "to", "backend", "path", "GB/s", "us/desc", "verified"):
+        for col in ("from", "to", "stack", "backend", "path", "GB/s", "us/desc", "verified"):
             table.add_column(col, justify="right" if col in ("GB/s", "us/desc") else "left")
         for t in report.transfers:
-            table.add_row(t.source, t.target, t.backend, escape(t.transport), f"{t.gbps:.3f}",
+            table.add_row(t.source, t.target, stack_words(t), t.backend, escape(t.transport), f"{t.gbps:.3f}",
                           f"{t.us_per_descriptor:.1f}", MARKS[t.ok] if t.ok else f"[red]NO[/] {escape(t.error or '')}")
         out.print(table)
+        said: dict[str, list[str]] = {}  # each note once, with the pairs it is about (readable at 64 nodes)
+        for t in report.transfers:
+            whys = [t.details["why"]] if t.details.get("stack") == "pdctl" and "instead" in str(t.details.get("why")) else []
+            for text in [*whys, *(f"CPU rehearsal: {b}" for b in t.details.get("guards_bypassed") or [])]:
+                said.setdefault(text, []).append(f"{t.source} -> {t.target}")
+        for text, pairs in said.items():
+            out.print(f"[yellow]note[/] ({escape(', '.join(pairs[:3]))}{', ...' if len(pairs) > 3 else ''}): "
+                      f"{escape(text)}", highlight=False)
 
 
 BRIEF_ROWS = 8  # a passed preflight lists its transfers one per line up to this many, else sums them up
+
+
+def stack_words(t: Any) -> str:
+    """Whose transfer code ran a pair's test: 'sglang 0.5.23 (VRAM)' or 'pdctl'."""
+    if t.details.get("stack") != "sglang":
+        return "pdctl"
+    return f"sglang {t.details.get('sglang_version') or ''} ({t.details.get('memory', 'DRAM')})".replace("  ", " ")
 
 
 def print_brief(report: Any, out: Any) -> None:
@@ -184,11 +199,14 @@ def print_brief(report: Any, out: Any) -> None:
     if len(report.transfers) > BRIEF_ROWS:
         slowest = min(report.transfers, key=lambda t: t.gbps)
         paths = sorted({t.transport for t in report.transfers})
-        out.print(f"  {len(report.transfers)} transfers verified; slowest {slowest.source} -> {slowest.target} "
-                  f"{slowest.gbps:.3f} GB/s; over {escape(', '.join(paths))}", highlight=False)
+        stacks = sorted({stack_words(t) for t in report.transfers})
+        out.print(f"  {len(report.transfers)} transfers verified ({escape(', '.join(stacks))}); slowest "
+                  f"{slowest.source} -> {slowest.target} {slowest.gbps:.3f} GB/s; over {escape(', '.join(paths))}",
+                  highlight=False)
     else:
         for t in report.transfers:
-            out.print(f"  transfer {t.source} -> {t.target}: {t.gbps:.3f} GB/s, {t.us_per_descriptor:.1f} "
-                      f"us/descriptor over {escape(t.transport)}", highlight=False)
+            stack = f" ({stack_words(t)})" if t.details.get("stack") == "sglang" else ""
+            out.print(f"  transfer {t.source} -> {t.target}{stack}: {t.gbps:.3f} GB/s, "
+                      f"{t.us_per_descriptor:.1f} us/descriptor over {escape(t.transport)}", highlight=False)
     for note in report.notes:
         out.print(f"  [dim]note: {escape(note)}[/]")

@@ -34,7 +34,7 @@ def judge(deployment: Deployment, spec: ModelSpec, eff: Effective) -> list[Findi
             continue
         outcome = rule.check(ctx)
         findings.append(Finding(rule.id, rule.severity, not outcome.fired, outcome.message,
-                                rule.fix if outcome.fired else None, rule.stage))
+                                rule.fix if outcome.fired else None, outcome.stage or rule.stage))
     return findings
 
 

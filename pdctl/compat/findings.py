@@ -27,6 +27,11 @@ class Outcome:
 
     fired: bool
     message: str
+    stage: str | None = None  # where SGLang fails for THIS shape, when later than the rule's first stage
+
+    def __post_init__(self) -> None:
+        if self.stage is not None:
+            check_stage(self.stage)
 
 
 def passed(message: str) -> Outcome:
@@ -34,9 +39,10 @@ def passed(message: str) -> Outcome:
     return Outcome(False, message)
 
 
-def fired(message: str) -> Outcome:
-    """The condition holds; `message` is what SGLang would say (its own wording where it has one)."""
-    return Outcome(True, message)
+def fired(message: str, stage: str | None = None) -> Outcome:
+    """The condition holds; `message` is what SGLang would say (its own wording where it has one); STAGE:
+    where SGLang fails for this shape, if not at the rule's (first) stage."""
+    return Outcome(True, message, stage)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pdctl.compat.context import Context
 from pdctl.compat.findings import Outcome, fired, passed
-from pdctl.plan.heads import ratio_ok
+from pdctl.plan.heads import prefill_peers, ratio_ok
 from pdctl.sglang import facts, messages
 
 
@@ -41,10 +41,14 @@ def heads_divisible(ctx: Context) -> Outcome:
 
 
 def attn_tp_ratio(ctx: Context) -> Outcome:
-    """SGLang maps decode rank d to prefill rank d // (d_tp // p_tp) (or a range): the ratio must be whole."""
+    """SGLang maps decode rank d to prefill rank d // (d_tp // p_tp) (or a range): the ratio must be whole.
+    Where it fails (measured on SGLang's own stack): a decode rank mapped to a prefill rank that does not exist
+    fails its registration ("Could not fetch bootstrap info"); otherwise some prefill rank is never paired and
+    its request waits out the first transfer."""
     p, d = ctx.pre.attn_tp, ctx.dec.attn_tp
     if not ratio_ok(p, d):
-        return fired(messages.attn_tp_ratio(p, d))
+        missing = any(t >= p for r in range(d) for t in prefill_peers(p, d, r))
+        return fired(messages.attn_tp_ratio(p, d), None if missing else "first transfer")
     return passed(f"attention TP {p} -> {d}" + ("" if p == d else f" (ratio {max(p, d) // min(p, d)})"))
 
 

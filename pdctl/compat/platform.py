@@ -10,7 +10,7 @@ from pdctl.compat.context import BLACKWELL, HOPPER, Context
 from pdctl.compat.findings import Outcome, fired, passed
 from pdctl.sglang import messages
 from pdctl.topology.placement import placement_problems, port_clashes
-from pdctl.transfer.registry import NAMES
+from pdctl.transfer.registry import NAMES, stack
 
 KNOWN_BACKENDS = NAMES  # pdctl.transfer.registry
 
@@ -108,3 +108,17 @@ def kv_layout_platform(ctx: Context) -> Outcome:
     if bad:
         return fired("; ".join(bad))
     return passed(", ".join(f"{r.name} {r.kv_layout.upper()}" for r in ctx.roles()))
+
+
+def kv_layout_pd(ctx: Context) -> Outcome:
+    """SGLang builds its PD transfer buffers only from NHD pools: with SGLANG_USE_HND_KVCACHE every prefill
+    and decode server asserts at startup (`get_contiguous_buf_infos`, SGLang 0.5.16 - 0.5.23; measured live on
+    SGLang's stack). The reference engine's own transfer carries HND pages, so it is judged only when SGLang's
+    code runs: SGLang servers, or the reference engine on `transfer.stack: sglang`."""
+    if not ctx.sglang and not stack(ctx.topo.transfer.stack).sglang_code:
+        return passed("reference engine on pdctl's transfer: HND pages are carried by pdctl's own code")
+    hnd = [r.name for r in ctx.roles() if r.kv_layout == "hnd"]
+    if hnd:
+        return fired(f"{' and '.join(hnd)} run{'s' if len(hnd) == 1 else ''} the HND KV layout (SGLANG_USE_HND_KVCACHE): "
+                     f"{messages.HND_DISAGG} (assertion at server startup)")
+    return passed("NHD KV layout on both roles")

@@ -82,7 +82,9 @@ def hetero_tp_swa_version(ctx: Context) -> Outcome:
 
 
 def hybrid_swa_memory_match(ctx: Context) -> Outcome:
-    """One role with a separate SWA pool and one without register KV regions and state lists that do not pair."""
+    """One role with a separate SWA pool and one without register KV regions and state lists that do not pair:
+    SGLang accepts them at the handshake and fails the first transfer (measured on SGLang 0.5.23's stack,
+    both backends, equal and unequal TP: docs/sglang-stack.md)."""
     if not ctx.spec.hybrid_swa:
         return passed("model has no sliding-window layers")
     on = [r.name for r in ctx.roles() if r.hybrid_swa_memory]
@@ -90,7 +92,9 @@ def hybrid_swa_memory_match(ctx: Context) -> Outcome:
         off = "decode" if on[0] == "prefill" else "prefill"
         return fired(
             f"{on[0]} keeps sliding-window layers in a separate SWA pool (hybrid_swa_memory on) but {off} does "
-            "not (--disable-hybrid-swa-memory): their KV regions and per-request SWA state do not pair up, and "
-            "SGLang does not check this at the handshake"
+            "not (--disable-hybrid-swa-memory): their KV regions and per-request SWA state do not pair up; "
+            "SGLang accepts this at the handshake and fails the first transfer (e.g. NIXL: "
+            f"'{messages.state_index_mismatch(0, 3, 0)}'; Mooncake: 'Failed to send state components', or a "
+            "dead transfer thread and a request that hangs)"
         )
     return passed("hybrid_swa_memory " + ("on" if on else "off") + " on both roles")

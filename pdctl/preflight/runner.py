@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from pdctl.preflight.gather import NodeFacts, gather, node_roles
 from pdctl.preflight.pairs import plan_transfers
 from pdctl.preflight.report import Check, NodeReport, PreflightReport, TransferResult, failed, passed
 from pdctl.preflight.transfer import BENCH_TIMEOUT_S, MIN_SHARE_OF_LINK, Transfers, link_class, role_nodes
+from pdctl.preflight.transfer_sglang import choose, run_pair_sglang
 from pdctl.render.transfer import NVLINK_NOTE, with_nvlink
 
 if TYPE_CHECKING:
@@ -153,8 +155,21 @@ def _transfer_test(ctx: Context, report: PreflightReport, deployment: Deployment
     clock.say(f"transfer plan ({mode}): {len(plan.pairs)} pair(s) in {len(plan.rounds)} round(s) over "
               f"{len(plan.nodes())} node(s), {topo.transfer.backend}, {tokens} tokens")
     done = 0
+    # whose transfer code each pair runs (pdctl.preflight.transfer_sglang.choose): SGLang's stack where the
+    # deployment runs SGLang's code and both nodes can, else pdctl's own on one agent per node
+    choices = {pair: choose(ctx, deployment, *pair) for pair in plan.pairs}
+    on_agents = {n for pair, c in choices.items() if c.stack == "pdctl" for n in pair}
     if plan.pairs:
-        agents = Transfers(ctx, deployment, sorted(plan.nodes(), key=reached.index), tokens=tokens)
+        agents = Transfers(ctx, deployment, sorted(on_agents, key=reached.index), tokens=tokens)
+
+        def finish(key: str, pair: tuple[str, str]) -> TransferResult | None:
+            choice = choices[pair]
+            if choice.stack == "sglang":
+                return run_pair_sglang(ctx, deployment, *pair, choice, tokens=tokens)
+            result = agents.finish(key, clock.left(PAIR_WAIT_S))
+            return None if result is None else replace(result, details={"stack": "pdctl", "why": choice.why}
+                                                        | result.details)
+
         try:
             for number, pairs in enumerate(plan.rounds, 1):
                 if clock.expired():
@@ -163,10 +178,10 @@ def _transfer_test(ctx: Context, report: PreflightReport, deployment: Deployment
                     break
                 base = plan.pairs.index(pairs[0])
                 for i, (p, d) in enumerate(pairs):
-                    agents.start(str(base + i), p, d)
+                    if choices[(p, d)].stack == "pdctl":
+                        agents.start(str(base + i), p, d)
                 with ThreadPoolExecutor(max_workers=len(pairs)) as pool:
-                    waits = {pool.submit(agents.finish, str(base + i), clock.left(PAIR_WAIT_S)): pair
-                             for i, pair in enumerate(pairs)}
+                    waits = {pool.submit(finish, str(base + i), pair): pair for i, pair in enumerate(pairs)}
                     for future in as_completed(waits):
                         p, d = waits[future]
                         result = future.result()

@@ -254,7 +254,7 @@ class Transfers:
             tails = "; ".join(f"{k}: {v.strip()[-400:]}" for k, v in logs.items() if v.strip())
             return replace(base, error=f"{why}" + (f" ({tails})" if tails else ""))
         token = doc["paths"]["per_token"]
-        transport, crosses = _path(ctx, topo, source, target, driver.text(pair))
+        transport, crosses = bytes_path(ctx, topo, source, target, driver.text(pair))
         return replace(
             base,
             transport=transport,
@@ -280,7 +280,7 @@ class Transfers:
             list(pool.map(Agent.close, self.agents.values()))
 
 
-def _path(ctx: Context, topo: Topology, source: str, target: str, log: str) -> tuple[str, bool | None]:
+def bytes_path(ctx: Context, topo: Topology, source: str, target: str, log: str) -> tuple[str, bool | None]:
     """(what carried the bytes, whether it crossed from one machine to another) from the prefill side's log,
     read the way the backend's registry entry says its log tells the path (PATH_READERS)."""
     return PATH_READERS[backend(topo.transfer.backend).path_log](ctx, topo, source, target, log)

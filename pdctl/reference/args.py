@@ -6,7 +6,7 @@ import argparse
 from dataclasses import dataclass, field
 
 from pdctl.reference.config import KV_LAYOUTS as LAYOUTS
-from pdctl.transfer.registry import DEFAULT, NAMES
+from pdctl.transfer.registry import DEFAULT, NAMES, PDCTL_STACK, STACK_NAMES
 
 NUMERICS = ("exact", "gpu-like")  # pdctl.reference.numerics implements them (it imports torch; this must not)
 DEFAULT_CHUNKED_PREFILL_SIZE = 4096
@@ -29,6 +29,7 @@ class ServerArgs:
     disable_hybrid_swa_memory: bool = False
     disaggregation_transfer_backend: str = DEFAULT
     disaggregation_bootstrap_port: int = 8998
+    transfer_stack: str = PDCTL_STACK.name
     disaggregation_decode_enable_radix_cache: bool = False
     disable_radix_cache: bool = False
     max_total_tokens: int = 8192
@@ -62,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--disable-hybrid-swa-memory", action="store_true")
     a("--disaggregation-transfer-backend", default=DEFAULT, choices=list(NAMES))
     a("--disaggregation-bootstrap-port", type=int, default=8998)
+    a("--transfer-stack", default=PDCTL_STACK.name, choices=list(STACK_NAMES),
+      help="whose code moves PD KV: pdctl's own, or SGLang's KV managers/senders/receivers and bootstrap server "
+           "(needs SGLang importable: run this engine with SGLang's interpreter; docs/sglang-stack.md)")
     a("--disaggregation-decode-enable-radix-cache", action="store_true")
     a("--disable-radix-cache", action="store_true")
     a("--max-total-tokens", type=int, default=8192, help="KV capacity (tokens) of the full pool")

@@ -74,6 +74,7 @@ def build_engine(args: ServerArgs) -> Engine:
     settings = PDSettings(
         host=args.host,
         transfer_backend=args.disaggregation_transfer_backend,
+        transfer_stack=args.transfer_stack,
         bootstrap_port=args.disaggregation_bootstrap_port,
         transfer_timeout=args.transfer_timeout,
         unsafe_skip_handshake_checks=args.unsafe_skip_handshake_checks,

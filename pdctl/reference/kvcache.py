@@ -134,6 +134,11 @@ class KVPool:
         """item_len for each entry of kv_ptrs()."""
         return [self.item_len] * (2 * len(self.layer_ids))
 
+    def data_lens(self) -> list[int]:
+        """Bytes of each region of kv_ptrs() (num_pages * item_len; SGLang's kv_data_lens, which its KV managers
+        register: pdctl.reference.roles.sglang_stack)."""
+        return [self.num_pages * self.item_len] * (2 * len(self.layer_ids))
+
     def has_layer(self, layer: int) -> bool:
         """Whether LAYER's K/V live in this pool."""
         return layer in self._local

@@ -6,12 +6,14 @@ as SGLang means launch, status, logs and down run the same code for both engines
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from pdctl.errors import UserError
 from pdctl.render.sglang import model_path
 from pdctl.render.spec import ProcessSpec, merge_flags, node_ssh, optional_flag, process_name
-from pdctl.transfer.registry import backend
+from pdctl.sglang_stack.launcher import local_python, pythonpath
+from pdctl.transfer.registry import PDCTL_STACK, backend, stack
 
 if TYPE_CHECKING:
     from pdctl.topology import RoleConfig, Topology
@@ -41,6 +43,12 @@ def render_reference_replica(
     protocol_var = backend(topo.transfer.backend).protocol_env  # the engine's backend reads its protocol there
     if pd and protocol_var:
         env.setdefault(protocol_var, "tcp" if topo.transfer.protocol == "tcp" else "rdma")
+    transfer_stack = stack(topo.transfer.stack)
+    if pd and transfer_stack.sglang_code and python == sys.executable:
+        # SGLang's transfer stack needs SGLang's interpreter (its own CUDA/torch pins); this pdctl rides on its
+        # PYTHONPATH (docs/sglang-stack.md). Remote nodes and containers: engine.python must be that Python.
+        python = local_python()
+        env["PYTHONPATH"] = pythonpath(env.get("PYTHONPATH"))
     argv = [
         python,
         "-m",
@@ -71,6 +79,8 @@ def render_reference_replica(
             "--disaggregation-bootstrap-port",
             str(placement.bootstrap_port),
         ]
+        if transfer_stack is not PDCTL_STACK:
+            argv += ["--transfer-stack", transfer_stack.name]
     if role.name == "decode" and role.radix_cache:
         argv.append("--disaggregation-decode-enable-radix-cache")
     argv += optional_flag("--max-total-tokens", role.max_total_tokens)

@@ -114,6 +114,16 @@ def trtllm_mha_gpu(kind: str) -> str:
     return f"TRTLLM MHA backend requires Hopper (SM90), Blackwell (SM100), or SM120 GPUs (got {kind})."
 
 
+# -- model load: building the KV transfer buffers (mem_cache/memory_pool.py::get_contiguous_buf_infos) -----
+HND_DISAGG = ("PD-disaggregation KV transfer assumes NHD slot-row layout; HND KV cache (SGLANG_USE_HND_KVCACHE) is "
+              "not supported with disagg yet.")
+
+
+# -- first transfer: state lists that do not pair (nixl/conn.py, mooncake/conn.py send paths) ---------------
+def state_index_mismatch(component: int, prefill: int, decode: int) -> str:
+    return f"State index length mismatch at component {component}: prefill={prefill}, dst={decode}"
+
+
 # -- pdctl's words where SGLang has none (it accepts the shape, then fails late or silently) ---------------
 def attn_tp_ratio(prefill_attn_tp: int, decode_attn_tp: int) -> str:
     return (f"attention TP sizes prefill={prefill_attn_tp}, decode={decode_attn_tp}: neither divides the other. "

@@ -16,12 +16,13 @@ from pdctl.topology.base import Section, env_mapping, env_value
 from pdctl.topology.bench import BenchConfig
 from pdctl.topology.cluster import ContainerConfig, SlurmConfig
 from pdctl.topology.kubernetes import KubernetesConfig
-from pdctl.transfer.registry import DEFAULT, NAMES
+from pdctl.transfer.registry import DEFAULT, NAMES, PDCTL_STACK, STACK_NAMES
 
 GpuKind = Literal["gb300", "gb200", "b200", "h200", "h100", "cpu"]
 Backend = Literal[NAMES]  # the transfer backends of pdctl.transfer.registry
 Protocol = Literal["rdma", "tcp"]
 NvlinkMode = Literal["auto", "on", "off"]
+TransferStack = Literal[STACK_NAMES]  # the transfer stacks of pdctl.transfer.registry
 KvLayout = Literal["nhd", "hnd", "vectorized_5d"]
 # SGLang 0.5.23 `--kv-cache-dtype` choices (srt/arg_groups/fields/model.py).
 KvCacheDtype = Literal["auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16"]
@@ -199,6 +200,11 @@ class TransferConfig(Section):
         "auto",
         description="Multi-node NVLink (GB200/GB300 NVL72) for the KV transfer: on renders Mooncake's MNNVL "
         "environment; auto does so when preflight finds prefill and decode nodes in one NVLink domain; off never.",
+    )
+    stack: TransferStack = Field(
+        PDCTL_STACK.name,
+        description="Whose transfer code the reference engine, bench-transfer and preflight run: pdctl (its own "
+        "re-implementation) or sglang (SGLang's own KV managers, senders, receivers and bootstrap server).",
     )
 
 

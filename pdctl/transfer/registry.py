@@ -1,4 +1,5 @@
-"""The KV transfer backends pdctl drives, in one table: adding a backend is one entry here and its module.
+"""The KV transfer backends pdctl drives, in one table: adding a backend is one entry here and its module;
+and the transfer stacks (whose code drives them), in a second one.
 
 Every other part of pdctl reads a backend from this table instead of naming it: the topology's
 `transfer.backend` values, the reference engine's and bench-transfer's choices, check-compat's known
@@ -84,3 +85,35 @@ def from_sglang(name: str) -> tuple[str, str | None]:
         if name == entry.sglang_tcp_name:
             return entry.name, "tcp"
     return name, None
+
+
+@dataclass(frozen=True)
+class Stack:
+    """Whose code moves KV where pdctl moves it itself (the reference engine's PD roles, bench-transfer,
+    preflight's transfer test): `transfer.stack`, `--transfer-stack`, `bench-transfer --stack`."""
+
+    name: str
+    title: str  # how messages name it
+    sglang_code: bool  # SGLang's own code: runs in SGLang's interpreter, and SGLang's own checks apply to it
+    roles: Mapping[str, str]  # the reference engine's PD role -> "module:Class" (pdctl.reference.roles.make_role)
+
+
+PDCTL_STACK = Stack(
+    name="pdctl", title="pdctl's own transfer", sglang_code=False,
+    roles={"prefill": "pdctl.reference.roles.prefill:PrefillRole", "decode": "pdctl.reference.roles.decode:DecodeRole"},
+)
+SGLANG_STACK = Stack(
+    name="sglang", title="SGLang's own transfer stack", sglang_code=True,
+    roles={"prefill": "pdctl.reference.roles.sglang_stack:SGLangPrefillRole",
+           "decode": "pdctl.reference.roles.sglang_stack:SGLangDecodeRole"},
+)
+STACKS: dict[str, Stack] = {s.name: s for s in (PDCTL_STACK, SGLANG_STACK)}
+STACK_NAMES: tuple[str, ...] = tuple(STACKS)
+
+
+def stack(name: str) -> Stack:
+    """The entry of transfer stack NAME; UserError naming the known ones otherwise."""
+    found = STACKS.get(name)
+    if found is None:
+        raise UserError(f"unknown transfer stack {name!r}: expected one of {', '.join(STACK_NAMES)}")
+    return found

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds pdctl's SGLang side environment: a venv in which SGLang's own Python code imports on CPU, so that tests
-# can call it as an oracle (its argument parser, its disaggregation conn modules) without CUDA.
+# can call it as an oracle (its argument parser, its disaggregation conn modules) without CUDA, and so that
+# SGLang's own PD transfer stack runs on CPU (pdctl.sglang_stack: NIXL, Mooncake; and the reference
+# engine with `transfer.stack: sglang`, which needs fastapi/uvicorn; pdctl itself comes via PYTHONPATH).
 #   scripts/sglang-env/build.sh VENV [SGLANG_VERSION]
 # torch comes first and pinned to the CPU build (a bare requirement pulls a CUDA build); sglang and
 # compressed-tensors come without their dependency pins (they would pull CUDA wheels); the pure-Python
@@ -17,6 +19,8 @@ pip="$venv/bin/pip"
 "$pip" install -q torch==2.13.0 || "$pip" install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 "$pip" install -q -r "$here/requirements.txt"
 "$pip" install -q --no-deps "sglang==$version" compressed-tensors==0.18.0 apache-tvm-ffi==0.1.11
+# `nixl` is the import name SGLang uses; its wheel only re-exports nixl_cu12 (and would pull CUDA 13 wheels).
+"$pip" install -q --no-deps nixl==1.5.1
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 rm -rf "$site/torchvision"
 cp -r "$here/stubs/torchvision" "$site/torchvision"
@@ -29,5 +33,8 @@ import sglang.srt.disaggregation.common.conn  # noqa: F401
 import sglang.srt.disaggregation.nixl.conn  # noqa: F401
 import sglang.srt.disaggregation.mooncake.conn  # noqa: F401
 import sglang.benchmark.serving  # noqa: F401  (pdctl bench serve runs it)
+import nixl._api  # noqa: F401  (SGLang's NIXL manager: pdctl.sglang_stack)
+import mooncake.engine  # noqa: F401  (SGLang's Mooncake manager; needs libibverbs1)
+import fastapi, uvicorn  # noqa: F401,E401  (the reference engine on SGLang's stack)
 print(f"sglang {sglang.__version__} imports on CPU")
 PY

@@ -14,17 +14,19 @@ INVALID = "configs/invalid/hetero-tp-swa-layout.yaml"
 NARROW = {"COLUMNS": "100"}
 COMPACT = re.compile(r"^- hetero-tp-swa-layout \(SGLang fails at: first transfer\): Head-sliced PD transfer needs "
                      r"the NHD KV cache layout.* \(fix: use kv_layout: nhd on both roles.*\)$")
+# the same HND layout: SGLang's servers refuse it for PD at startup, before any transfer (listed last: table order)
+COMPACT_PD = re.compile(r"^- kv-layout-pd \(SGLang fails at: model load\): .*HND.* \(fix: use kv_layout: nhd .*\)$")
 
 
 def test_a_failing_topology_ends_with_its_failures_and_fixes() -> None:
     done = pdctl("check-compat", INVALID, env=NARROW)
     assert done.returncode == 1
     lines = (done.stdout + done.stderr).rstrip("\n").splitlines()
-    assert COMPACT.match(lines[-1]), lines[-3:]
-    assert "incompatible (1 error(s))" in lines[-2]
+    assert COMPACT.match(lines[-2]) and COMPACT_PD.match(lines[-1]), lines[-4:]
+    assert "incompatible (2 error(s))" in lines[-3]
     assert "KV head ownership" not in done.stdout and "descr / bytes" not in done.stdout
     assert "no head map or transfer plan: the topology is incompatible" in done.stdout
-    assert len(lines) < 80  # was 123 lines at 100 columns
+    assert len(lines) < 90  # was 123 lines at 100 columns (85 now: 43 rules, two of them failing)
 
 
 def test_rule_names_are_never_split_across_lines() -> None:
@@ -38,15 +40,16 @@ def test_failures_only_view() -> None:
     done = pdctl("check-compat", "-q", INVALID, env=NARROW)
     assert done.returncode == 1
     assert "│" not in done.stdout + done.stderr and "model" not in done.stdout
-    assert COMPACT.match(done.stderr.rstrip("\n").splitlines()[-1])
+    lines = done.stderr.rstrip("\n").splitlines()
+    assert COMPACT.match(lines[-2]) and COMPACT_PD.match(lines[-1]), lines[-3:]
     done = pdctl("check-compat", "--failures-only", "configs/local-cpu.yaml")
     assert done.returncode == 0 and done.stdout.strip() == f"compatible: local-cpu passes all {len(RULES)} rules"
 
 
 def test_fired_warnings_are_listed_with_their_fix() -> None:
-    done = pdctl("check-compat", "configs/local-cpu.yaml", "--set", "prefill.hybrid_swa_memory=false", env=NARROW)
+    done = pdctl("check-compat", "configs/local-cpu.yaml", "--set", "prefill.args.enable-mixed-chunk=true", env=NARROW)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.rstrip("\n").splitlines()
     assert lines[-1] == f"compatible: local-cpu passes all {len(RULES)} rules"
-    assert re.match(r"^warning: hybrid-swa-memory-match \(SGLang fails at: first transfer\): .*\(fix: set "
-                    r"hybrid_swa_memory under server: .*\)$", lines[-2])
+    assert re.match(r"^warning: reference-ignores-args \(SGLang fails at: not rendered\): .*--enable-mixed-chunk.*"
+                    r"\(fix: remove the flag from args:.*\)$", lines[-2])

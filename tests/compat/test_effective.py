@@ -59,7 +59,7 @@ def test_a_flag_removed_by_the_pinned_release_says_which_release() -> None:
 def test_kv_layout_from_engine_env_is_what_is_judged() -> None:
     topo, spec = make(engine={"env": {"SGLANG_USE_HND_KVCACHE": "1"}})
     got = failed(topo, spec)
-    assert set(got) == {"kv-layout-platform", "hetero-tp-swa-layout"}
+    assert set(got) == {"kv-layout-platform", "hetero-tp-swa-layout", "kv-layout-pd"}
     assert "SGLANG_USE_HND_KVCACHE in engine.env" in got["kv-layout-platform"]
 
 

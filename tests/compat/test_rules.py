@@ -16,7 +16,7 @@ from tests.support.topo_factory import gpu, make
 ROOT = Path(__file__).resolve().parents[2]
 INVALID = ROOT / "configs" / "invalid"
 # Rules whose failing config cannot avoid failing a second rule too (documented in the config's comment).
-ALSO_FAILS = {"hetero-tp-swa-buffers": {"unified-memory-tp"}}
+ALSO_FAILS = {"hetero-tp-swa-buffers": {"unified-memory-tp"}, "hetero-tp-swa-layout": {"kv-layout-pd"}}
 
 
 def failed(topo, spec) -> set[str]:
@@ -84,8 +84,15 @@ def test_p1_d4_pp2_fails_hetero_tp_swa_pp():
 
 def test_p1_d4_hnd_layout_fails_hetero_tp_swa_layout():
     topo, spec = make(server={"kv_layout": "hnd"})
-    assert failed(topo, spec) == {"hetero-tp-swa-layout"}
+    # SGLang's servers refuse HND for PD at startup (kv-layout-pd), before any head slice is built
+    assert failed(topo, spec) == {"hetero-tp-swa-layout", "kv-layout-pd"}
     assert "needs the NHD KV cache layout, got hnd" in finding(topo, spec, "hetero-tp-swa-layout").message
+    assert "not supported with disagg yet" in finding(topo, spec, "kv-layout-pd").message
+    # the reference engine carries HND pages with its own transfer: only SGLang's stack refuses them
+    ref = {"kind": "reference", "version": None}
+    assert failed(*make(engine=ref, server={"kv_layout": "hnd"})) == {"hetero-tp-swa-layout"}
+    assert failed(*make(engine=ref, server={"kv_layout": "hnd"}, transfer={"stack": "sglang"})) == {
+        "hetero-tp-swa-layout", "kv-layout-pd"}
 
 
 def test_vectorized_5d_cannot_be_rendered_on_nvidia():
@@ -114,13 +121,13 @@ def test_mxfp8_equal_tp_passes_on_gb300_fails_on_h100():
 def test_equal_tp_exempts_head_slice_rules():
     topo, spec = make(prefill={"tp": 4, "pp": 2}, decode={"tp": 4, "pp": 2}, nodes=gpu("gb300", 8, 8),
                       server={"kv_layout": "hnd"})
-    assert failed(topo, spec) == set()
+    assert failed(topo, spec) == {"kv-layout-pd"}  # SGLang refuses HND for PD at startup, whatever the TPs
 
 
 def test_hybrid_swa_memory_off_exempts_swa_rules():
     topo, spec = make(prefill={"pp": 2}, server={"hybrid_swa_memory": False, "kv_layout": "hnd"},
                       engine={"version": "0.5.20"})
-    assert failed(topo, spec) == set()
+    assert failed(topo, spec) == {"kv-layout-pd"}
     assert "hybrid_swa_memory: false" in finding(topo, spec, "hetero-tp-swa-pp").message
 
 
@@ -165,11 +172,13 @@ def test_staging_swa_scope_is_info_and_does_not_fail():
     assert finding(topo, spec, "staging-swa-scope").ok
 
 
-def test_hybrid_swa_memory_match_is_a_warning():
+def test_hybrid_swa_memory_match_is_an_error_at_the_first_transfer():
+    # SGLang's stack fails the first transfer with this mismatch (tests/sglang_stack: the live matrix)
     topo, spec = make(decode={"hybrid_swa_memory": False})
     f = finding(topo, spec, "hybrid-swa-memory-match")
-    assert not f.ok and f.severity == "warning" and f.verdict == "warn"
-    assert is_compatible(evaluate(render(topo), spec))
+    assert not f.ok and f.severity == "error" and f.stage == "first transfer"
+    assert "State index length mismatch" in f.message
+    assert not is_compatible(evaluate(render(topo), spec))
     assert finding(*make(server={"hybrid_swa_memory": False}), "hybrid-swa-memory-match").ok
     llama = make(model={"path": "meta-llama/Llama-3.1-8B", "preset": "llama-3.1-8b"}, nodes=gpu("h100"),
                  decode={"hybrid_swa_memory": False})
@@ -247,3 +256,14 @@ def test_docs_describe_every_rule():
     text = (ROOT / "docs" / "check-compat.md").read_text()
     for rule in RULES:
         assert f"### {rule.id} ({rule.severity}; stage: {rule.stage}" in text, rule.id
+
+
+def test_attn_tp_ratio_names_where_sglang_fails_for_the_shape():
+    """Measured on SGLang's own stack (tests/sglang_stack): a decode rank mapped to a prefill rank that
+    does not exist fails its registration; a prefill rank nobody pairs waits out the first transfer."""
+    six = {"model": {"path": "made-up/six", "config": str(INVALID / "attn-tp-ratio.config.json")},
+           "transfer": {"backend": "mooncake"}, "nodes": gpu("h100", 8, 8)}
+    up = finding(*make(**six, prefill={"tp": 2}, decode={"tp": 3}), "attn-tp-ratio")
+    down = finding(*make(**six, prefill={"tp": 3}, decode={"tp": 2}), "attn-tp-ratio")
+    assert not up.ok and up.stage == "registration" and RULES_BY_ID["attn-tp-ratio"].stage == "registration"
+    assert not down.ok and down.stage == "first transfer"

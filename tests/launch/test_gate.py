@@ -108,7 +108,7 @@ def test_skip_compat_renders_and_says_loudly_what_it_skipped(tmp_path: Path, slu
     assert done.returncode == 0, done.stderr
     flat = " ".join(done.stderr.split())
     assert "WARNING --skip-compat: check-compat's verdict is NOT enforced" in flat
-    assert "would have REFUSED it (1 error(s))" in flat and "hetero-tp-swa-layout" in flat
+    assert "would have REFUSED it (2 error(s))" in flat and "hetero-tp-swa-layout" in flat and "kv-layout-pd" in flat
     if not slurm:  # the layout check-compat judged is the one rendered
         assert "SGLANG_USE_HND_KVCACHE=1" in done.stdout
     else:  # the plan shows it; the job, which renders again on its nodes, is told to skip check-compat too

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.launch_e2e import pdctl
-from tests.support.multihost import other_pdctl_env, pd_topology, start_multihost
+from tests.support.multihost import hosts_with_checkpoint, other_pdctl_env, pd_topology
 from tests.support.net import wait_for
 from tests.support.netns import netns_missing_reason
 from tests.support.sshd import sshd_missing_reason
@@ -24,17 +24,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(_why is not None, reason=str(_
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
-    tmp = tmp_path_factory.mktemp("preflight-hosts")
-    models = tmp / "models"
-    models.mkdir()
-    from pdctl.reference.checkpoint import init_checkpoint
-
-    checkpoint = init_checkpoint(models / "reference-tiny", seed=0)
-    mh = start_multihost(tmp)
-    try:
-        yield {"mh": mh, "tmp": tmp, "checkpoint": checkpoint, "models": models}
-    finally:
-        mh.stop()
+    with hosts_with_checkpoint(tmp_path_factory.mktemp("preflight-hosts")) as hosts:
+        yield hosts
 
 
 def _preflight(hosts: dict, topo: Path, *extra: str) -> tuple[int, dict, str]:

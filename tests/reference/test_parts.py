@@ -61,6 +61,7 @@ def test_pool_pointers_are_sglang_shaped():
     base = pool.buffer.data_ptr()
     region = 5 * item
     assert ptrs == [base, base + region, base + 2 * region, base + 3 * region]  # K of each layer, then V
+    assert pool.data_lens() == [region] * 4  # SGLang's kv_data_lens: the regions its managers register
     # token t of page p, head h lives at ptr + p*item_len + (t*heads + h)*head_bytes (NHD)
     k = torch.arange(4 * 16, dtype=torch.float32).view(1, 4, 16)
     pool.write(3, torch.tensor([2]), torch.tensor([5]), k, k + 1000)

@@ -271,3 +271,23 @@ def test_sglang_workers_serve_metrics_unless_the_topology_says_not() -> None:
     off["server"] = {**(off.get("server") or {}), "args": {"enable-metrics": False}}
     plan = render(load_topology_text(yaml.safe_dump(off)))
     assert plan.workers and not any("--enable-metrics" in p.argv for p in plan.workers)
+
+
+def test_reference_engine_on_sglang_stack_runs_in_sglangs_interpreter(monkeypatch, tmp_path: Path) -> None:
+    """transfer.stack: sglang: the PD roles run SGLang's transfer code, so the engine starts with SGLang's
+    interpreter (PDCTL_SGLANG_PYTHON here), this pdctl on its PYTHONPATH, and --transfer-stack sglang."""
+    from pdctl.sglang_stack.launcher import PDCTL_ROOT
+
+    side = tmp_path / "bin" / "python"
+    side.parent.mkdir()
+    side.write_text("")
+    monkeypatch.setenv("PDCTL_SGLANG_PYTHON", str(side))
+    topo = load_topology(CONFIGS[[p.stem for p in CONFIGS].index("local-cpu-sglang-stack")])
+    assert topo.transfer.stack == "sglang"
+    for proc in render(topo).workers:
+        assert proc.argv[0] == str(side) and proc.argv[1:3] == ["-m", "pdctl.reference"]
+        assert proc.argv[proc.argv.index("--transfer-stack") + 1] == "sglang"
+        assert proc.env["PYTHONPATH"].split(":")[0] == PDCTL_ROOT
+    plain = load_topology(CONFIGS[[p.stem for p in CONFIGS].index("local-cpu")])
+    assert plain.transfer.stack == "pdctl"
+    assert all("--transfer-stack" not in p.argv and "PYTHONPATH" not in p.env for p in render(plain).workers)

@@ -9,13 +9,16 @@ provoke the failures preflight must catch.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pdctl.reference.checkpoint import init_checkpoint
 from tests.support.netns import Cluster, Host
 from tests.support.sshd import SSHServer, start_sshd
 
@@ -78,6 +81,20 @@ def start_multihost(tmp: Path, letters: str = "abc", *, sshd_log_level: str = "E
     except BaseException:
         cluster.stop()
         raise
+
+
+@contextlib.contextmanager
+def hosts_with_checkpoint(tmp: Path) -> Iterator[dict[str, Any]]:
+    """The hosts of start_multihost and a reference-tiny checkpoint in TMP/models (the preflight e2e fixtures):
+    {"mh", "tmp", "checkpoint", "models"}; the hosts are stopped afterwards."""
+    models = tmp / "models"
+    models.mkdir()
+    checkpoint = init_checkpoint(models / "reference-tiny", seed=0)
+    mh = start_multihost(tmp)
+    try:
+        yield {"mh": mh, "tmp": tmp, "checkpoint": checkpoint, "models": models}
+    finally:
+        mh.stop()
 
 
 def other_pdctl_env(tmp: Path, version: str) -> Path:

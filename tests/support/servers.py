@@ -74,12 +74,14 @@ def log_tail(path: Path, n: int) -> str:
 
 
 def reference_command(
-    checkpoint: str | Path, *, role: str, tp: int, port_file: Path, extra_args: Sequence[str] = ()
+    checkpoint: str | Path, *, role: str, tp: int, port_file: Path, extra_args: Sequence[str] = (),
+    python: str | None = None,
 ) -> list[str]:
     """The argv that starts a reference server on port 0 (same flags pdctl's launch renders); a prefill's
-    bootstrap port is 0 too unless EXTRA_ARGS name one. The bound ports are written to PORT_FILE."""
+    bootstrap port is 0 too unless EXTRA_ARGS name one. The bound ports are written to PORT_FILE. PYTHON:
+    another interpreter (SGLang's, for `--transfer-stack sglang`; pdctl comes through PYTHONPATH)."""
     argv = [
-        sys.executable, "-m", "pdctl.reference", "--model-path", str(checkpoint), "--role", role,
+        python or sys.executable, "-m", "pdctl.reference", "--model-path", str(checkpoint), "--role", role,
         "--tp", str(tp), "--host", "127.0.0.1", "--port", "0", "--port-file", str(port_file),
     ]
     if "--disaggregation-bootstrap-port" not in extra_args:
@@ -137,6 +139,7 @@ def spawn_reference(
     extra_args: Sequence[str],
     log_dir: Path,
     env: dict[str, str] | None = None,
+    python: str | None = None,
 ) -> RunningServer:
     """Start (not wait for) a reference server in its own process group, output to a log in LOG_DIR.
 
@@ -146,7 +149,7 @@ def spawn_reference(
     full_env = {**os.environ, **(env or {})}
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
     full_env.setdefault("OMP_NUM_THREADS", "1")
-    cmd = reference_command(checkpoint, role=role, tp=tp, port_file=port_file, extra_args=extra_args)
+    cmd = reference_command(checkpoint, role=role, tp=tp, port_file=port_file, extra_args=extra_args, python=python)
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=str(REPO_ROOT),
                                 start_new_session=True)

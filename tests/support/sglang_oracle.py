@@ -276,6 +276,31 @@ def op_staging_layout(case: list[int]) -> dict[str, Any]:
     return {"writers": writers, "writer_bytes": list(writer_bytes), "total": total}
 
 
+def op_pd_buffers(case: dict[str, Any]) -> dict[str, Any]:
+    """SGLang's PD transfer buffers of a small CPU KV pool in LAYOUT (hnd: SGLANG_USE_HND_KVCACHE, as pdctl
+    renders it): what a prefill/decode server builds at startup (get_kv_transfer_buf_infos), or its error."""
+    import os
+
+    import torch
+    from sglang.srt.disaggregation.utils import get_kv_transfer_buf_infos
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+
+    old = os.environ.pop("SGLANG_USE_HND_KVCACHE", None)
+    if case["layout"] == "hnd":
+        os.environ["SGLANG_USE_HND_KVCACHE"] = "1"
+    try:
+        pool = MHATokenToKVPool(size=64, page_size=16, dtype=torch.bfloat16, head_num=1, head_dim=8, layer_num=1,
+                                device="cpu", enable_memory_saver=False)
+        get_kv_transfer_buf_infos(pool)
+    except AssertionError as exc:
+        return failure(exc)
+    finally:
+        os.environ.pop("SGLANG_USE_HND_KVCACHE", None)
+        if old is not None:
+            os.environ["SGLANG_USE_HND_KVCACHE"] = old
+    return {}
+
+
 _PARSER: Any = None
 
 
@@ -374,7 +399,7 @@ def op_memory_messages(case: dict[str, Any]) -> dict[str, Any]:
 
 OPS = {"kv_pool": op_kv_pool, "env_number": op_env_number, "memory_messages": op_memory_messages, "parse": op_parse, "head_slice": op_head_slice, "rank_map": op_rank_map, "handshake": op_handshake, "blocks": op_blocks,
        "mooncake_slice": op_mooncake_slice, "nixl_slice": op_nixl_slice, "mooncake_pages": op_mooncake_pages,
-       "staging_layout": op_staging_layout}
+       "staging_layout": op_staging_layout, "pd_buffers": op_pd_buffers}
 
 
 def main() -> None:

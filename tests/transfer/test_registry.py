@@ -1,9 +1,12 @@
-"""The transfer backends are listed once (pdctl.transfer.registry): every place that offers or checks a backend
-reads that table, the implementation of each entry is found by name, and an unknown backend is refused."""
+"""The transfer backends and stacks are listed once (pdctl.transfer.registry): every place that offers or checks
+one reads that table, the implementation of each entry is found by name, and an unknown one is refused."""
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
+from pathlib import Path
 
 import click
 import pytest
@@ -19,7 +22,17 @@ from pdctl.sglang.settings import ServerSettings
 from pdctl.sglang.table import load_table
 from pdctl.topology.schema import topology_json_schema
 from pdctl.transfer.backends.factory import create_backend
-from pdctl.transfer.registry import BACKENDS, NAMES, NATIVE_MODULES, backend, from_sglang
+from pdctl.transfer.registry import (
+    BACKENDS,
+    NAMES,
+    NATIVE_MODULES,
+    PDCTL_STACK,
+    STACK_NAMES,
+    STACKS,
+    backend,
+    from_sglang,
+    stack,
+)
 from tests.support.topo_factory import make
 
 
@@ -64,3 +77,29 @@ def test_an_unknown_backend_is_refused_everywhere() -> None:
     with pytest.raises(UserError, match="transfer.backend"):
         make(transfer={"backend": "ucx"})
     assert from_sglang("fake") == ("fake", None)  # SGLang names pdctl does not drive stay as written (compat says no)
+
+
+def test_every_offer_of_a_transfer_stack_reads_the_registry() -> None:
+    """transfer.stack, the engine's --transfer-stack and bench-transfer --stack offer the registry's stacks, and
+    each stack's reference-engine roles are found by the name its entry gives (SGLang's import only when used)."""
+    schema = topology_json_schema()["$defs"]["TransferConfig"]["properties"]["stack"]
+    assert tuple(schema["enum"]) == STACK_NAMES and schema["default"] == PDCTL_STACK.name
+    choices = next(a for a in build_parser()._actions if a.dest == "transfer_stack").choices
+    assert tuple(choices) == STACK_NAMES
+    bench = cli.get_command(click.Context(cli), "bench-transfer")
+    assert tuple(next(p for p in bench.params if p.name == "stack_name").type.choices) == STACK_NAMES
+    assert [s.name for s in STACKS.values() if s.sglang_code] == ["sglang"]
+    for entry in STACKS.values():
+        assert set(entry.roles) == {"prefill", "decode"}
+        for target in entry.roles.values():
+            module, cls = target.split(":")
+            assert importlib.util.find_spec(module) is not None and module.startswith("pdctl.reference.roles.")
+            tree = ast.parse(Path(importlib.util.find_spec(module).origin).read_text())
+            assert cls in {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+def test_an_unknown_stack_is_refused() -> None:
+    with pytest.raises(UserError, match="unknown transfer stack 'vllm': expected one of pdctl, sglang"):
+        stack("vllm")
+    with pytest.raises(UserError, match="transfer.stack"):
+        make(transfer={"stack": "vllm"})

@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from pdctl.bench.transfer.packed import chunk_ranges, scatter, shape_pair_layout
-from pdctl.bench.transfer.rankmem import KVShape, RankMemory, global_kv
+from pdctl.bench.transfer.rankmem import KVShape, RankMemory
 from pdctl.errors import CheckFailed
 from pdctl.plan import prefill_peers
+from pdctl.plan.content import global_kv
 from pdctl.procexit import die_with_parent
 from pdctl.transfer.backends import create_backend
 

@@ -2,8 +2,8 @@
 
 bench-transfer needs real prefill-rank and decode-rank buffers in two processes and must prove every byte
 landed where SGLang's address rule says. Both processes regenerate the same "global" KV (all heads, all
-tokens) from a seed; each rank holds its heads of it, so the decode side can check its pools byte for byte
-without shipping the expected data between processes.
+tokens) from a seed (pdctl.plan.content.global_kv); each rank holds its heads of it, so the decode side can
+check its pools byte for byte without shipping the expected data between processes.
 """
 
 from __future__ import annotations
@@ -12,19 +12,6 @@ import numpy as np
 
 from pdctl.plan import global_head, heads_on_rank
 from pdctl.plan.request import KVShape
-
-
-def global_kv(shape: KVShape, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """The request's KV for all heads: full `[2, Lf, P*ps, H, hb]`, SWA `[2, Ls, S*ps, H, hb]` (random bytes)."""
-    rng = np.random.default_rng(seed)
-
-    def make(layers: int, pages: int) -> np.ndarray:
-        dims = (2, layers, pages * shape.page_size, shape.kv_heads, shape.head_bytes)
-        return np.frombuffer(rng.bytes(int(np.prod(dims))), dtype=np.uint8).reshape(dims)
-
-    full = make(shape.full_layers, shape.full_pages)
-    swa = make(shape.swa_layers, shape.swa_pages) if shape.swa_layers and shape.swa_pages else None
-    return full, swa
 
 
 class RankMemory:

@@ -17,7 +17,7 @@ import numpy as np
 from pdctl.bench.transfer.packed import chunk_ranges, gather, shape_pair_layout
 from pdctl.bench.transfer.packed import descriptors as packed_descriptors
 from pdctl.bench.transfer.peer import PeerProcess
-from pdctl.bench.transfer.rankmem import KVShape, RankMemory, global_kv
+from pdctl.bench.transfer.rankmem import KVShape, RankMemory
 from pdctl.errors import CheckFailed, UserError
 from pdctl.plan import (
     decode_peers,
@@ -26,6 +26,7 @@ from pdctl.plan import (
     page_blocks,
     ratio_ok,
 )
+from pdctl.plan.content import global_kv
 from pdctl.plan.request import BenchConfig, config_from_topology, heads_note, kv_shape
 from pdctl.transfer.backends import TransferError, create_backend, flatten_blocks
 from pdctl.transfer.registry import NAMES

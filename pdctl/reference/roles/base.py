@@ -41,6 +41,7 @@ class PDSettings:
 
     host: str = "127.0.0.1"
     transfer_backend: str = "nixl"
+    transfer_stack: str = "pdctl"  # "sglang": SGLang's own managers/senders/receivers (pdctl.sglang_stack)
     bootstrap_port: int = 8998
     transfer_timeout: float = 30.0
     unsafe_skip_handshake_checks: bool = False

@@ -32,6 +32,9 @@ def test_bench_transfer_verifies_every_byte_and_reports_ratios(backend):
     assert res.returncode == 0, res.stderr[-2000:]
     doc = json.loads(res.stdout)
     assert doc["ok"] and doc["backend"] == backend and doc["prefill_tp"] == 2 and doc["decode_tp"] == 1
+    # CLI.md round 3: the same keys on pdctl's stack (gbps/descriptors: SGLang's per-token path, as pdctl runs it)
+    assert doc["stack"] == "pdctl" and doc["verified"] and doc["agrees_with_compat"] and doc["compat_ok"]
+    assert doc["stage"] is None and doc["error"] is None and doc["gbps"] == doc["paths"]["per_token"]["gbps"]
     tok, packed = doc["paths"]["per_token"], doc["paths"]["packed"]
     # gpt-oss shape, page 64, 256 tokens: 4 full pages x 12 full layers + 2 window pages x 12 SWA layers,
     # K and V, 2 prefill ranks each sending 4 of 8 heads (4 x 64 x 2 B = 512 B per token).

@@ -1,0 +1,55 @@
+"""check-compat's prediction for a rehearsal, and agreement with the live outcome (pure logic, real findings)."""
+
+from __future__ import annotations
+
+from pdctl.compat import evaluate
+from pdctl.render.deployment import render
+from pdctl.sglang_stack.verdict import REHEARSED_RULES, agrees, first_stage, predict
+from tests.support.topo_factory import make
+
+
+def _predict(**over):
+    topo, spec = make(**over)
+    return predict(evaluate(render(topo), spec))
+
+
+def test_a_compatible_topology_predicts_a_transfer():
+    p = _predict()
+    assert p.compat_ok and p.ok and p.stage is None and p.rules == [] and p.not_rehearsed == []
+    assert agrees(p, verified=True, stage=None)
+    assert not agrees(p, verified=False, stage="first transfer")  # SGLang failing where compat passed: no
+
+
+def test_a_rehearsed_rule_predicts_its_stage():
+    p = _predict(decode={"page_size": 32})
+    assert not p.compat_ok and not p.ok and p.stage == "handshake"
+    assert [r["rule"] for r in p.rules] == ["page-size-match"]
+    assert agrees(p, verified=False, stage="handshake")
+    assert not agrees(p, verified=False, stage="first transfer")  # the wrong stage is a disagreement
+    assert not agrees(p, verified=True, stage=None)  # transferring what compat rejects is one too
+
+
+def test_the_earliest_failing_stage_is_the_prediction():
+    # HND on P1 -> D4 gpt-oss: kv-layout-pd (model load) comes before hetero-tp-swa-layout (first transfer)
+    p = _predict(server={"kv_layout": "hnd"})
+    assert {r["rule"] for r in p.rules} == {"kv-layout-pd", "hetero-tp-swa-layout"}
+    assert p.stage == "model load"
+
+
+def test_rules_a_rehearsal_cannot_run_are_listed_not_predicted():
+    # placement (too few GPUs) is about the cluster: the transfer rehearsal cannot confirm or refute it
+    p = _predict(decode={"tp": 8})
+    assert not p.compat_ok and p.ok and p.stage is None
+    assert "placement" in {r["rule"] for r in p.not_rehearsed}
+    assert agrees(p, verified=True, stage=None)
+
+
+def test_rehearsed_rules_exist_in_the_rule_table():
+    from pdctl.compat import RULES_BY_ID
+
+    assert set(REHEARSED_RULES) <= set(RULES_BY_ID)
+
+
+def test_first_stage_orders_by_sglang_stage():
+    assert first_stage("first transfer", None, "handshake") == "handshake"
+    assert first_stage(None, None) is None
