@@ -162,7 +162,8 @@ def _print_transfers(report: Any, out: Any) -> None:
     if report.transfers:
         table = Table(title="KV transfers (bench-transfer between the nodes)", title_justify="left", show_edge=False)
         for col in ("from", "to", "stack", "backend", "path", "GB/s", "us/desc", "verified"):
-            table.add_column(col, justify="right" if col in ("GB/s", "us/desc") else "left")
+            table.add_column(col, justify="right" if col in ("GB/s", "us/desc") else "left",
+                             no_wrap=col in ("stack", "GB/s", "us/desc"))
         for t in report.transfers:
             table.add_row(t.source, t.target, stack_words(t), t.backend, escape(t.transport), f"{t.gbps:.3f}",
                           f"{t.us_per_descriptor:.1f}", MARKS[t.ok] if t.ok else f"[red]NO[/] {escape(t.error or '')}")

@@ -67,5 +67,5 @@ def test_the_brief_lists_few_transfers_and_sums_up_many() -> None:
     few = _printed(print_brief, _report(4))
     assert "transfer n0 -> n1: 0.010 GB/s" in few and "transfer n2 -> n3" in few
     many = _printed(print_brief, _report(64))
-    assert "32 transfers verified; slowest n0 -> n1 0.010 GB/s; over tcp/pd0 (inter-node)" in many
+    assert "32 transfers verified (pdctl); slowest n0 -> n1 0.010 GB/s; over tcp/pd0 (inter-node)" in many
     assert "transfer n2 -> n3" not in many
