@@ -155,6 +155,10 @@ class LocalExecutor:
         code = _reap(int(record["pid"]))
         return -1 if code is None else code
 
+    def process_state(self, record: dict[str, Any]) -> str | None:
+        stat = self._same_process(record)
+        return stat[0] if stat is not None else None
+
     def group_alive(self, record: dict[str, Any]) -> bool:
         stat = proc_stat(int(record["pid"]))
         if (

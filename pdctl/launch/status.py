@@ -13,8 +13,15 @@ from pdctl.compat.capacity import estimate
 from pdctl.compat.effective import effective
 from pdctl.errors import UserError
 from pdctl.executors import executor_for
-from pdctl.launch.health import router_check, router_workers, worker_health, worker_is_healthy
+from pdctl.launch.health import (
+    PROBE_TIMEOUT_S,
+    router_check,
+    router_workers,
+    worker_health,
+    worker_is_healthy,
+)
 from pdctl.launch.transfer_path import transfer_path
+from pdctl.liveness import STOPPED_STATES
 from pdctl.metrics.alarms import StallDetector
 from pdctl.metrics.capacity import capacities
 from pdctl.metrics.targets import router_target, worker_targets
@@ -26,12 +33,32 @@ from pdctl.runs.state import TOPOLOGY_COPY, started
 from pdctl.topology import load_topology
 
 
+def hung_detail(record: dict[str, Any], what: str) -> str | None:
+    """`hung: no answer to /health within 3 s, process state T (stopped)` when WHAT (a probe's failure) says
+    the running RECORD gave no HTTP answer at all (pdctl.liveness's rule), else None."""
+    if "Timeout" not in what:
+        return None
+    try:
+        state = executor_for(record).process_state(record)
+    except Exception:  # noqa: BLE001 -- an unreadable state (ssh down) leaves the silence as the evidence
+        state = None
+    detail = f"hung: no answer to {record.get('health_path') or '/health'} within {PROBE_TIMEOUT_S:g} s"
+    if state:
+        detail += f", process state {state}" + (f" ({STOPPED_STATES[state]})" if state in STOPPED_STATES else "")
+    return detail
+
+
 def _process_status(record: dict[str, Any], *, probe_health: bool = True) -> dict[str, Any]:
-    """The status entry of RECORD: alive, and (with PROBE_HEALTH) whether its health check passes."""
+    """The status entry of RECORD: alive, and (with PROBE_HEALTH) whether its health check passes; its
+    condition: serving, running (no HTTP), hung (alive, no answer), unhealthy (answers, not 200) or exited."""
     alive = executor_for(record).exit_code(record) is None
     healthy, detail = (alive, "running") if alive else (False, "exited")
+    condition = "running" if alive else "exited"
     if alive and probe_health:
         healthy, detail = worker_health(record)
+        hung = None if healthy else hung_detail(record, detail)
+        condition = "serving" if healthy else ("hung" if hung else "unhealthy")
+        detail = hung or detail
     return {
         "name": record["name"],
         "role": record["role"],
@@ -44,6 +71,7 @@ def _process_status(record: dict[str, Any], *, probe_health: bool = True) -> dic
         "executor": record.get("executor"),
         "alive": alive,
         "healthy": healthy,
+        "condition": condition,
         "detail": detail,
         "log": record.get("log"),
     }
@@ -74,7 +102,11 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
             expected = sum(1 for p in processes if p["url"])
             router["healthy"], router["detail"], workers = router_check(router_rec["url"], expected)
             router["workers"] = workers if workers is not None else router_workers(router_rec["url"])
+            hung = hung_detail(router_rec, router["detail"])
             router["healthy"], router["detail"] = routed_alive(router, processes, expected)
+            router["condition"] = "hung" if hung else ("serving" if router["healthy"] else "unhealthy")
+            if hung:
+                router["detail"] = hung
     ok = bool(processes) and all(p["healthy"] for p in processes) and bool(router["healthy"])
     sample = run_watch(path, state).sample()
     for entry in [*processes, router]:
