@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
 
@@ -32,6 +33,8 @@ from pdctl.errors import CheckFailed
 from pdctl.executors import executor_for
 from pdctl.runs import read_state
 from pdctl.runs.state import all_records
+
+T = TypeVar("T")
 
 LOG_TAIL_LINES = 20
 RECHECK_S = 2.0  # during a run: at most one look at the processes per this many seconds
@@ -229,3 +232,38 @@ class Watchdog:
                 verdict = check_run(self.run_dir, clock=self.clock, hang_after_s=0.0)
                 self.found = None if verdict.ok else verdict
             return self.found
+
+
+def run_watched(work: Callable[[], T], watchdog: Watchdog, *, doing: str, deadline_s: float | None = None) -> T:
+    """WORK's result, run in a worker thread while this one looks at the run's processes every RECHECK_S:
+    CheckFailed (exit 1) naming a dead or hung process as soon as one is seen, or when DEADLINE_S passes
+    (naming what does not answer then, else saying the deployment is slow). For blocking work (parity's
+    requests, bench serve's tool) whose own timeouts would otherwise run for minutes against a hung worker:
+    the worker thread is a daemon left to the process's exit, its requests were to a process that hangs."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["result"] = work()
+        except BaseException as exc:  # noqa: BLE001 -- handed to the waiting thread as it is
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="pdctl-watched", daemon=True).start()
+    end = None if deadline_s is None else time.monotonic() + deadline_s
+    while not done.wait(timeout=watchdog.recheck_s if end is None else
+                        max(0.0, min(watchdog.recheck_s, end - time.monotonic()))):
+        if end is not None and time.monotonic() >= end:
+            found = watchdog.last_look()
+            if found is not None:
+                raise found.error(f"{doing} stopped at its deadline of {deadline_s:g} s")
+            raise CheckFailed(f"{doing} stopped at its deadline of {deadline_s:g} s; every process of the deployment "
+                              "answers its health check: it is slow, not hung (raise --deadline)")
+        found = watchdog.dead()
+        if found is not None:
+            raise found.error(f"{doing} stopped")
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
