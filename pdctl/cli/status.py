@@ -11,6 +11,7 @@ from pdctl.cli.console import console, err_console, write_json
 from pdctl.cli.options import FiniteFloatRange, json_option, run_dir_option
 
 DASH = "—"
+MARKS = {"hung": "[red]hung[/]", "exited": "[red]exited[/]", "recovering": "[yellow]recovering[/]"}
 
 
 @click.command("status")
@@ -43,7 +44,7 @@ def status(run_dir: str | None, watch: bool, interval: float, stall_after: float
         table.add_column(col, no_wrap=True)
     table.add_column("detail", overflow="fold")
     for p in [*doc["processes"], doc["router"]]:
-        mark = "[green]yes[/]" if p.get("healthy") else "[red]no[/]"
+        mark = MARKS.get(str(p.get("condition")), "[green]yes[/]" if p.get("healthy") else "[red]no[/]")
         table.add_row(p.get("name", "router"), p.get("node", ""), str(p.get("pid")), p.get("url") or "",
                       p.get("advertise") or "", mark, str(p.get("detail", "")))
     out.print(table)
@@ -76,6 +77,7 @@ def _watch(run_dir: str | None, interval: float, stall_after: float, json_path: 
     import time
 
     from pdctl.launch.status import live, run_watch
+    from pdctl.liveness import HealthClock
     from pdctl.metrics.alarms import StallDetector
     from pdctl.runs import read_state, resolve_run_dir
 
@@ -83,11 +85,12 @@ def _watch(run_dir: str | None, interval: float, stall_after: float, json_path: 
     state = read_state(path)
     watch = run_watch(path, state)
     detector = StallDetector(stall_after)
+    clock = HealthClock()  # since when each process has not answered, across refreshes
     out = err_console if json_path == "-" else console
     view: Any = None
     try:
         while True:
-            doc = live(path, state, watch, detector)
+            doc = live(path, state, watch, detector, clock)
             table = live_view(doc, interval)
             if out.is_terminal:
                 if view is None:
@@ -130,11 +133,22 @@ def live_view(doc: dict[str, Any], interval: float) -> Any:
 
 def live_table(doc: dict[str, Any], interval: float) -> Any:
     """The --watch table of one refresh."""
-    rows = [(p["name"], p.get("node", ""), p.get("metrics"), p.get("error")) for p in doc["processes"]]
+    rows = [(_named(p), p.get("node", ""), p.get("metrics"), p.get("error")) for p in doc["processes"]]
     router = doc["router"]
-    rows.append(("router", "", router.get("metrics"), router.get("error")))
+    rows.append((_named(router), "", router.get("metrics"), router.get("error")))
     title = f"{doc['topology']} — {doc['at']} — every {interval:g} s (Ctrl-C ends)"
     return figures_table(rows, title)
+
+
+def _named(entry: dict[str, Any]) -> str:
+    """The process column of --watch: its name, and `hung 12 s (T)` or `exited` in red when it is."""
+    condition = entry.get("condition")
+    if condition == "hung":
+        state = f" ({entry['state']})" if entry.get("state") else ""
+        return f"{entry['name']} [red]hung {entry.get('unanswered_s') or 0:.0f} s{state}[/]"
+    if condition == "exited":
+        return f"{entry['name']} [red]exited[/]"
+    return str(entry["name"])
 
 
 def figures_table(rows: list[tuple[str, str, dict[str, Any] | None, str | None]], title: str) -> Any:

@@ -21,9 +21,10 @@ from pdctl.launch.health import (
     worker_is_healthy,
 )
 from pdctl.launch.transfer_path import transfer_path
-from pdctl.liveness import STOPPED_STATES
+from pdctl.liveness import STOPPED_STATES, HealthClock, check_run
 from pdctl.metrics.alarms import StallDetector
 from pdctl.metrics.capacity import capacities
+from pdctl.metrics.scrape import fetch
 from pdctl.metrics.targets import router_target, worker_targets
 from pdctl.metrics.watch import Watch
 from pdctl.models import resolve_model_spec
@@ -107,6 +108,8 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
             router["condition"] = "hung" if hung else ("serving" if router["healthy"] else "unhealthy")
             if hung:
                 router["detail"] = hung
+            else:
+                mark_recovering(processes, router, open_circuits(router_target(state, _deployment_doc(path)).url))
     ok = bool(processes) and all(p["healthy"] for p in processes) and bool(router["healthy"])
     sample = run_watch(path, state).sample()
     for entry in [*processes, router]:
@@ -127,6 +130,43 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
         "processes": processes,
         "router": router,
     }
+
+
+# sglang-router's smg_worker_cb_state gauge: 0 closed (requests flow), 1 open, 2 half-open (a trial request)
+CIRCUIT_STATES = {1.0: "open", 2.0: "half-open"}
+
+
+def open_circuits(metrics_url: str | None) -> dict[str, str]:
+    """Worker URL -> 'open' or 'half-open' for each circuit the router keeps from closing, from its Prometheus
+    metrics (empty when they cannot be read: then only its /workers health says who it routes to)."""
+    if not metrics_url:
+        return {}
+    scrape = fetch(metrics_url)
+    if isinstance(scrape, str):
+        return {}
+    return {str(labels.get("worker", "")).rstrip("/"): CIRCUIT_STATES.get(value, f"state {value:g}")
+            for labels, value in scrape.series("smg_worker_cb_state") if value}
+
+
+def mark_recovering(processes: list[dict[str, Any]], router: dict[str, Any], circuits: dict[str, str]) -> None:
+    """A worker that answers its health check again while the router does not route to it yet (its circuit
+    open, or /workers still calls it unhealthy) is `recovering`: it serves again within seconds on its own
+    (pdctl.render.router.RECOVERY_FLAGS); the router row says so."""
+    listed = router.get("workers")
+    unhealthy = ({str(w.get("url", "")).rstrip("/") for w in listed if isinstance(w, dict) and not worker_is_healthy(w)}
+                 if isinstance(listed, list) else set())
+    back = []
+    for entry in processes:
+        url = str(entry.get("url") or "").rstrip("/")
+        if not url or entry.get("condition") != "serving" or (url not in circuits and url not in unhealthy):
+            continue
+        why = f"circuit {circuits[url]}" if url in circuits else "marked unhealthy until its next health check"
+        entry.update(healthy=False, condition="recovering",
+                     detail=f"recovering: answers its health check; the router's {why}")
+        back.append(entry["name"])
+    if back:
+        router["healthy"] = False
+        router["detail"] = f"{router['detail']}; recovering: {', '.join(back)}"
 
 
 def routed_alive(router: dict[str, Any], processes: list[dict[str, Any]], expected: int) -> tuple[bool, str]:
@@ -172,10 +212,14 @@ def run_watch(run_dir: Path, state: dict[str, Any] | None = None) -> Watch:
     return Watch([*worker_targets(records), router_target(state, _deployment_doc(Path(run_dir)))])
 
 
-def live(run_dir: Path, state: dict[str, Any], watch: Watch, detector: StallDetector | None = None) -> dict[str, Any]:
+def live(run_dir: Path, state: dict[str, Any], watch: Watch, detector: StallDetector | None = None,
+         clock: HealthClock | None = None) -> dict[str, Any]:
     """One refresh of `status --watch`: every process's and the router's figures over the last interval, and
-    (with DETECTOR) the alarms of transfers that do not move (pdctl.metrics.alarms)."""
+    (with DETECTOR) the alarms of transfers that do not move (pdctl.metrics.alarms); with CLOCK (kept across
+    refreshes), each process's condition: `exited`, `hung` (alive, no answer to its health check, and for how
+    long: `unanswered_s`) or `serving` (pdctl.liveness)."""
     sample = watch.sample()
+    looks = {d.name: d for d in check_run(run_dir, clock=clock).dead} if clock is not None else {}
     now = time.monotonic()
     records = [r for r in state.get("processes", []) if started(r) and r.get("url")]
     alarms: list[dict[str, Any]] = []
@@ -183,6 +227,11 @@ def live(run_dir: Path, state: dict[str, Any], watch: Watch, detector: StallDete
     def entry(name: str, extra: dict[str, Any]) -> dict[str, Any]:
         got = sample.get(name, {})
         out = {"name": name, **extra, "url": got.get("url"), "metrics": got.get("figures"), "error": got.get("error")}
+        if clock is not None:
+            bad = looks.get(name)
+            out["condition"] = "serving" if bad is None else ("hung" if bad.hung else "exited")
+            out["unanswered_s"] = None if bad is None or not bad.hung else round(bad.hung_for_s or 0.0, 1)
+            out["state"] = None if bad is None else bad.state
         if detector is not None and name != "router":
             out["alarms"] = [a.to_dict() for a in detector.update(name, got.get("figures"), now)]
             alarms.extend(out["alarms"])
