@@ -84,6 +84,7 @@ class Liveness:
     run_dir: Path
     dead: list[DeadProcess] = field(default_factory=list)
     checked: int = 0
+    stopped: bool = False  # the run is being or was stopped (`pdctl down`, state stopping/stopped)
 
     @property
     def ok(self) -> bool:
@@ -95,6 +96,9 @@ class Liveness:
     def error(self, doing: str) -> CheckFailed:
         """CheckFailed (exit 1) naming every dead or hung process, with their log tails as the detail."""
         tails = "\n".join(f"--- last lines of {d.log} ---\n{d.tail or '(empty)'}" for d in self.dead)
+        if self.stopped:
+            return CheckFailed(f"{doing}: run {self.run_dir} was stopped (`pdctl down`) while it ran: {self.summary()}",
+                               detail=tails)
         what = "a hung process" if all(d.hung for d in self.dead) else "a dead process"
         fix = ("a stopped process resumes with `kill -CONT PID`; else `pdctl restart ROLE:REPLICA`"
                if all(d.hung for d in self.dead) else "`pdctl restart ROLE:REPLICA`, or `pdctl down` and launch again")
@@ -151,8 +155,9 @@ def check_run(run_dir: str | Path, *, clock: HealthClock | None = None, hang_aft
     CLOCK, also ask each running one's health endpoint (all at once) and name those silent for HANG_AFTER_S
     (0: one unanswered question of HEALTH_PROBE_S) as hung."""
     path = Path(run_dir)
-    records = all_records(read_state(path))
-    verdict = Liveness(path.resolve(), checked=len(records))
+    state = read_state(path)
+    records = all_records(state)
+    verdict = Liveness(path.resolve(), checked=len(records), stopped=state.get("status") in ("stopping", "stopped"))
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(records)))) as pool:
         found = list(pool.map(lambda r: _look(r, clock, hang_after_s), records))
     verdict.dead = [d for d in found if d is not None]

@@ -55,6 +55,8 @@ def teardown(run_dir: str | Path | None = None, *, grace_s: float = GRACE_S) -> 
     Returns what happened to each process."""
     path = resolve_run_dir(run_dir)
     state = read_state(path)
+    if state.get("status") in ("running", "starting"):  # a command watching the run (eval) reads why it ends
+        write_state(path, {**state, "status": "stopping"})
     outcome = stop_records(all_records(state), grace_s=grace_s)
     state["status"] = "stopped"
     write_state(path, state)
