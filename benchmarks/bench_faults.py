@@ -7,7 +7,8 @@ RECOVERY_FLAGS), side by side in one run on the local CPU topology (reference pr
 Printed per side: the eval's exit code and wall time after the stop, its first error line, the seconds from
 SIGCONT to the first request served through the router, and the errors of a 10-question eval right after.
 Numbers go to docs/troubleshooting.md#recovery. Environment: BENCH_FAULTS_CAP (seconds an eval may run after
-the stop before it is killed, default 240). Run alone: `python -m benchmarks.bench_faults`.
+the stop before it is killed, default 240), BENCH_FAULTS_HOLD (seconds the decode stays stopped on both sides,
+so that both routers see the same outage, default 90). Run alone: `python -m benchmarks.bench_faults`.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def _eval_args(results: Path, n: int) -> list[str]:
             "--num-shots", "2", "--max-new-tokens", "32", "--parallel", "2", "--results", str(results)]
 
 
-def one_side(tmp: Path, checkpoint: Path, label: str, router_args: dict, cap: float, python: str) -> dict:
+def one_side(tmp: Path, checkpoint: Path, label: str, router_args: dict, cap: float, python: str,
+             hold: float = 0.0) -> dict:
     """Launch, eval, stop decode, wait for the eval, resume decode, time the first served request (every pdctl
     command run by PYTHON: another checkout's interpreter measures that pdctl)."""
     from tests.support.launch_samples import local_cpu
@@ -83,6 +85,8 @@ def one_side(tmp: Path, checkpoint: Path, label: str, router_args: dict, cap: fl
         flat = " ".join((out + err).split())
         row["message"] = next((m for m in ("is hung", "exited", "No available", "timed out") if m in flat), flat[-200:])
         row["answered_before"] = _lines(results)
+        while time.monotonic() - stopped < hold:  # the same outage on both sides, however fast the eval ended
+            time.sleep(0.5)
         os.kill(decode["pid"], signal.SIGCONT)
         resumed = time.monotonic()
         served = None
@@ -120,11 +124,12 @@ def main() -> int:
 
     cap = float(os.environ.get("BENCH_FAULTS_CAP", "240"))
     before = os.environ.get("BENCH_FAULTS_BEFORE_PYTHON", sys.executable)
+    hold = float(os.environ.get("BENCH_FAULTS_HOLD", "90"))
     with tempfile.TemporaryDirectory(prefix="pdctl-bench-faults-") as raw:
         tmp = Path(raw)
         checkpoint = init_checkpoint(tmp / "ckpt", seed=0)
-        rows = [one_side(tmp, checkpoint, "router-defaults", SGLANG_ROUTER_DEFAULTS, cap, before),
-                one_side(tmp, checkpoint, "pdctl", dict(RECOVERY_FLAGS), cap, sys.executable)]
+        rows = [one_side(tmp, checkpoint, "router-defaults", SGLANG_ROUTER_DEFAULTS, cap, before, hold),
+                one_side(tmp, checkpoint, "pdctl", dict(RECOVERY_FLAGS), cap, sys.executable, hold)]
     for row in rows:
         print(json.dumps(row), flush=True)
     return 0
