@@ -44,6 +44,25 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def groups_tagged(key: str, value: str) -> list[int]:
+    """Process groups (pgids) with a live member whose environment has KEY=VALUE (readable /proc/PID/environ:
+    our own processes, or any as root)."""
+    want = f"{key}={value}".encode()
+    pgids = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if want in environ.split(b"\0"):
+            stat = proc_stat(int(entry))
+            if stat is not None and stat[0] != "Z":
+                pgids.add(stat[1])
+    return sorted(pgids)
+
+
 def _reap(pid: int) -> int | None:
     """Collect PID's exit status if it is our child (else None): keeps no zombies behind in pdctl."""
     try:

@@ -28,7 +28,7 @@ from pdctl.launch.shutdown import stop_records
 from pdctl.liveness import LOG_TAIL_LINES, HealthClock, check_run
 from pdctl.render.spec import ProcessSpec
 from pdctl.runs import DEPLOYMENT_FILE, read_state, resolve_run_dir
-from pdctl.runs.state import new_record, public, write_state
+from pdctl.runs.state import new_record, public, tagged, write_state
 
 ROLES = ("prefill", "decode", "colocated", "router")
 POLL_S = 0.5  # how often the wait for health looks
@@ -86,7 +86,7 @@ def restart(run_dir: str | Path | None, target: str, *, timeout_s: float = 300.0
         record = new_record(spec, path)
         _keep_old_log(record)
         say(f"starting {spec.name} on node {spec.node}")
-        record.update(executor_for(spec).start(spec, record["log"]))
+        record.update(executor_for(spec).start(tagged(spec, path), record["log"]))
         records.append(record)
         _replace(path, record)
     for record in records:

@@ -26,7 +26,7 @@ import requests
 from tests.support.launch_e2e import pdctl, wait_state
 from tests.support.launch_samples import local_cpu
 from tests.support.net import wait_for
-from tests.support.orphans import assert_no_orphans
+from tests.support.orphans import assert_no_orphans, group_pids, live_pids
 from tests.support.paths import DATA
 
 pytestmark = pytest.mark.e2e
@@ -271,3 +271,29 @@ def test_no_socket_left_listening_on_the_module_ports(dep: dict) -> None:
             port = int(r["url"].rsplit(":", 1)[1])
             with socket.socket() as probe:
                 assert probe.connect_ex(("127.0.0.1", port)) != 0, f"{r['name']}'s port {port} still answers"
+
+
+def test_state_json_deleted_while_running_down_still_stops_everything(tmp_path: Path, ref_checkpoint: Path) -> None:
+    """Its own deployment (this fault ends it): every process carries its run dir (PDCTL_RUN_DIR), so `pdctl
+    down --run-dir` finds them on this machine without state.json."""
+    topo = local_cpu(tmp_path, ref_checkpoint, name="no-state")
+    run_dir = tmp_path / "run"
+    done = pdctl("launch", str(topo), "--detach", "--skip-preflight", "--run-dir", str(run_dir), "--timeout", "180",
+                 cwd=tmp_path, timeout=400)
+    records = _records(run_dir)
+    try:
+        assert done.returncode == 0, done.stderr
+        assert len(records) == 3
+        (run_dir / "state.json").unlink()
+        gone = pdctl("status", "--run-dir", str(run_dir), cwd=tmp_path)
+        assert gone.returncode == 2 and "no state.json" in gone.stderr and "Traceback" not in gone.stderr
+        down = pdctl("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+        assert down.returncode == 0, down.stderr
+        assert "found 3 process group(s) of this run on this machine by PDCTL_RUN_DIR" in " ".join(down.stdout.split())
+        assert not live_pids(group_pids(records)), "processes left behind"
+    finally:
+        for r in records:  # whatever happened above, nothing of it stays
+            try:
+                os.killpg(int(r["pgid"]), signal.SIGKILL)
+            except OSError:
+                pass
