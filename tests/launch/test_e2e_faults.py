@@ -128,25 +128,29 @@ def healed(dep: dict) -> None:
     assert len(lines(results)) == 5 and not any(r.get("error") for r in lines(results))
 
 
-def test_a_stopped_decode_during_eval_is_named_hung_and_the_deployment_heals_after_sigcont(dep: dict) -> None:
-    results = dep["tmp"] / "stopped-decode.jsonl"
-    decode = record(dep, "decode-0")
+@pytest.mark.parametrize(("name", "who"), [("decode-0", "decode:0"), ("router", "router")])
+def test_a_stopped_process_during_eval_is_named_hung_and_the_deployment_heals_after_sigcont(
+    dep: dict, name: str, who: str
+) -> None:
+    results = dep["tmp"] / f"stopped-{name}.jsonl"
+    stopped = record(dep, name)
     proc = under_way(dep, results)
-    os.kill(decode["pid"], signal.SIGSTOP)
+    os.kill(stopped["pid"], signal.SIGSTOP)
     try:
         code, flat, err = finish(proc)
         assert code == 1, flat
-        assert f"decode:0 (decode-0, node local, pid {decode['pid']}) is hung" in flat, flat
-        assert "process state T (stopped)" in flat and f"--- last lines of {decode['log']} ---" in err
+        assert f"{who} ({name}, node local, pid {stopped['pid']}) is hung" in flat, flat
+        assert "process state T (stopped)" in flat and f"--- last lines of {stopped['log']} ---" in err
         assert "stopped at its deadline" not in flat  # named by the watchdog, before the deadline
         kept = lines(results)
-        assert 2 <= len(kept) < 50  # what was answered is kept; the rest was not asked against a hung decode
+        assert 2 <= len(kept) < 50  # what was answered is kept; the rest was not asked against a hung process
         code, doc = status(dep)
-        assert code == 1 and rows(doc)["decode-0"]["condition"] == "hung", rows(doc)["decode-0"]
-        assert "process state T (stopped)" in rows(doc)["decode-0"]["detail"]
-        assert rows(doc)["prefill-0"]["condition"] == "serving" and rows(doc)["router"]["healthy"] is False
+        assert code == 1 and rows(doc)[name]["condition"] == "hung", rows(doc)[name]
+        assert "process state T (stopped)" in rows(doc)[name]["detail"]
+        if name != "router":
+            assert rows(doc)["prefill-0"]["condition"] == "serving" and rows(doc)["router"]["healthy"] is False
     finally:
-        os.kill(decode["pid"], signal.SIGCONT)
+        os.kill(stopped["pid"], signal.SIGCONT)
     healed(dep)
 
 
