@@ -179,6 +179,14 @@ def test_a_stopped_process_that_does_not_answer_is_named_hung(tmp_path: Path) ->
             with pytest.raises(CheckFailed, match=r"has a hung process: decode:0 .* is hung.*kill -CONT"):
                 require_alive(run_dir, "eval gsm8k")
             assert check_run(run_dir).ok  # without a health clock: only exits count (pdctl runs)
+            from pdctl.launch.status import live, run_watch
+
+            state = json.loads((run_dir / "state.json").read_text())
+            watch, clock = run_watch(run_dir, state), HealthClock()
+            first = live(run_dir, state, watch, clock=clock)["processes"][0]
+            again = live(run_dir, state, watch, clock=clock)["processes"][0]  # status --watch: the next refresh
+            assert first["condition"] == again["condition"] == "hung" and again["state"] == "T"
+            assert again["unanswered_s"] > first["unanswered_s"] >= 3.0  # how long, counted across refreshes
         finally:
             os.kill(server.pid, signal.SIGCONT)
         assert check_run(run_dir, clock=HealthClock()).ok
