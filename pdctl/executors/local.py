@@ -44,10 +44,12 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
-def groups_tagged(key: str, value: str) -> list[int]:
-    """Process groups (pgids) with a live member whose environment has KEY=VALUE (readable /proc/PID/environ:
-    our own processes, or any as root)."""
+def groups_tagged(key: str, value: str, log_dir: Path) -> list[int]:
+    """Process groups (pgids) with a live member that carries KEY=VALUE in its environment, or writes its
+    stdout or stderr to a file under LOG_DIR (a process that rewrites its title, as sglang-router does, also
+    overwrites the environment /proc shows; its open log stays). Our own processes, or any as root."""
     want = f"{key}={value}".encode()
+    logs = str(log_dir.resolve()) + os.sep
     pgids = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -56,7 +58,13 @@ def groups_tagged(key: str, value: str) -> list[int]:
             environ = Path(f"/proc/{entry}/environ").read_bytes()
         except OSError:
             continue
-        if want in environ.split(b"\0"):
+        outputs = []
+        for fd in (1, 2):
+            try:
+                outputs.append(os.readlink(f"/proc/{entry}/fd/{fd}"))
+            except OSError:
+                pass
+        if want in environ.split(b"\0") or any(o.startswith(logs) for o in outputs):
             stat = proc_stat(int(entry))
             if stat is not None and stat[0] != "Z":
                 pgids.add(stat[1])

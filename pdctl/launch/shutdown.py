@@ -68,12 +68,12 @@ def teardown(run_dir: str | Path | None = None, *, grace_s: float = GRACE_S) -> 
 
 def stop_tagged(run_dir: Path, *, grace_s: float = GRACE_S) -> dict[str, str]:
     """The run's state.json is gone (deleted by hand, a full disk): stop the process groups on this machine
-    whose processes carry RUN_DIR in RUN_ENV (every process pdctl starts does). Processes on ssh or Slurm nodes
-    cannot be found this way: the outcome says so."""
-    pgids = groups_tagged(RUN_ENV, str(run_dir.resolve()))
+    whose processes carry RUN_DIR in RUN_ENV (every process pdctl starts does) or write to its logs/.
+    Processes on ssh or Slurm nodes cannot be found this way: the outcome says so."""
+    pgids = groups_tagged(RUN_ENV, str(run_dir.resolve()), run_dir / "logs")
     records = [{"name": f"process group {g}", "pid": g, "pgid": g, "start_time": None, "executor": "local"}
                for g in pgids]
     outcome = _stop_all(records, grace_s)
     outcome["(state.json missing)"] = (f"found {len(pgids)} process group(s) of this run on this machine by "
-                                       f"{RUN_ENV}; processes on ssh or Slurm nodes are not found this way")
+                                       f"{RUN_ENV} or their logs; processes on ssh or Slurm nodes are not found this way")
     return outcome
