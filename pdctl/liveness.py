@@ -239,6 +239,17 @@ class Watchdog:
             return self.found
 
 
+def deadline_error(doing: str, deadline_s: float, found: Liveness | None, *, hint: str = "raise --deadline",
+                   kept: str = "") -> CheckFailed:
+    """The CheckFailed (exit 1) of a command DOING stopped at its --deadline: naming what FOUND (the watchdog's
+    last look) says is dead or hung, else saying every process answers (slow, not hung), with HINT."""
+    doing = f"{doing} stopped at its deadline of {deadline_s:g} s{kept}"
+    if found is not None:
+        return found.error(doing)
+    return CheckFailed(f"{doing}; every process of the deployment answers its health check: it is slow, not hung "
+                       f"({hint})")
+
+
 def run_watched(work: Callable[[], T], watchdog: Watchdog, *, doing: str, deadline_s: float | None = None) -> T:
     """WORK's result, run in a worker thread while this one looks at the run's processes every RECHECK_S:
     CheckFailed (exit 1) naming a dead or hung process as soon as one is seen, or when DEADLINE_S passes
@@ -260,12 +271,8 @@ def run_watched(work: Callable[[], T], watchdog: Watchdog, *, doing: str, deadli
     end = None if deadline_s is None else time.monotonic() + deadline_s
     while not done.wait(timeout=watchdog.recheck_s if end is None else
                         max(0.0, min(watchdog.recheck_s, end - time.monotonic()))):
-        if end is not None and time.monotonic() >= end:
-            found = watchdog.last_look()
-            if found is not None:
-                raise found.error(f"{doing} stopped at its deadline of {deadline_s:g} s")
-            raise CheckFailed(f"{doing} stopped at its deadline of {deadline_s:g} s; every process of the deployment "
-                              "answers its health check: it is slow, not hung (raise --deadline)")
+        if end is not None and deadline_s is not None and time.monotonic() >= end:
+            raise deadline_error(doing, deadline_s, watchdog.last_look())
         found = watchdog.dead()
         if found is not None:
             raise found.error(f"{doing} stopped")

@@ -77,11 +77,12 @@ def gsm8k(json_path: str | None, max_errors: int, **options: Any) -> None:
         raise outcome.dead.error(f"eval {ev.name} stopped after {summary['answered']} of {summary['num_questions']} "
                                  "questions")
     if outcome.deadline_passed:
-        raise CheckFailed(f"eval {ev.name} stopped at its deadline of {prep.deadline_s:g} s after "
-                          f"{summary['answered']} of {summary['num_questions']} questions; every process of the "
-                          "deployment answers its health check: it is slow, not hung (raise --deadline, lower "
-                          "--num-questions, or `pdctl status --watch`)"
-                          + (f"; kept in {prep.results}, rerun with --resume to finish" if prep.results else ""))
+        from pdctl.liveness import deadline_error
+
+        raise deadline_error(f"eval {ev.name}", prep.deadline_s, None,
+                             kept=f" after {summary['answered']} of {summary['num_questions']} questions",
+                             hint="raise --deadline, lower --num-questions, or `pdctl status --watch`"
+                             + (f"; kept in {prep.results}, --resume finishes" if prep.results else ""))
     if outcome.interrupted:
         print_error(f"interrupted: {summary['answered']} of {summary['num_questions']} answered"
                     + (f", kept in {prep.results}; rerun with --resume to finish" if prep.results else ""))

@@ -254,6 +254,16 @@ def test_a_port_collision_at_launch_leaves_the_running_deployment_untouched(dep:
     assert status(dep)[0] == 0 and serves(dep)
 
 
+def test_a_deadline_that_passes_while_every_process_answers_says_slow_not_hung(dep: dict) -> None:
+    results = dep["tmp"] / "deadline.jsonl"
+    cmd = [*eval_cmd(dep, results)[:-1], "1"]  # --deadline 1: 50 questions cannot be answered in a second here
+    done = subprocess.run(cmd, cwd=dep["tmp"], capture_output=True, text=True, timeout=300, check=False)
+    flat = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 1, flat
+    assert "eval gsm8k stopped at its deadline of 1 s after" in flat and "it is slow, not hung" in flat, flat
+    assert f"kept in {results}" in flat and len(lines(results)) < 50
+
+
 def test_down_from_another_shell_during_eval_stops_the_eval_cleanly(dep: dict) -> None:
     """Last: it ends the module's deployment."""
     results = dep["tmp"] / "down-during.jsonl"

@@ -22,8 +22,8 @@ from pdctl.bench.serve.results import BenchResult
 from pdctl.bench.serve.sweep import build_spec
 from pdctl.bench.serve.targets import Side
 from pdctl.bench.serve.tool import find_tool, run_sweep
-from pdctl.errors import CheckFailed, UserError
-from pdctl.liveness import Watchdog
+from pdctl.errors import UserError
+from pdctl.liveness import Watchdog, deadline_error
 
 MAX_WAIT_S = 7 * 24 * 3600  # a week: longer is a typo (and overflows the timers)
 
@@ -170,12 +170,9 @@ def run_request(req: BenchRequest, progress: Progress | None = None) -> BenchRes
 
                 def stop_when() -> Exception | None:
                     """A hung or dead process of the side's run, or the deadline: stop the tool now."""
-                    if end is not None and time.monotonic() >= end:
-                        found = watchdog.last_look()
-                        doing = f"bench serve stopped at its deadline of {req.deadline_s:g} s ({side.label})"
-                        return found.error(doing) if found is not None else CheckFailed(
-                            f"{doing}; every process of the deployment answers its health check: it is slow, "
-                            "not hung (raise --deadline)")
+                    if end is not None and req.deadline_s is not None and time.monotonic() >= end:
+                        return deadline_error(f"bench serve ({side.label} sweep)", req.deadline_s,
+                                              watchdog.last_look())
                     found = watchdog.dead()
                     return found.error(f"bench serve stopped during the {side.label} sweep") if found else None
 
