@@ -185,7 +185,7 @@ def test_a_stopped_process_that_does_not_answer_is_named_hung(tmp_path: Path) ->
             watch, clock = run_watch(run_dir, state), HealthClock()
             first = live(run_dir, state, watch, clock=clock)["processes"][0]
             again = live(run_dir, state, watch, clock=clock)["processes"][0]  # status --watch: the next refresh
-            assert first["condition"] == again["condition"] == "hung" and again["state"] == "T"
+            assert first["state"] == again["state"] == "hung" and again["proc_state"] == "T"
             assert again["unanswered_s"] > first["unanswered_s"] >= 3.0  # how long, counted across refreshes
         finally:
             os.kill(server.pid, signal.SIGCONT)

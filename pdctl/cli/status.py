@@ -44,7 +44,7 @@ def status(run_dir: str | None, watch: bool, interval: float, stall_after: float
         table.add_column(col, no_wrap=True)
     table.add_column("detail", overflow="fold")
     for p in [*doc["processes"], doc["router"]]:
-        mark = MARKS.get(str(p.get("condition")), "[green]yes[/]" if p.get("healthy") else "[red]no[/]")
+        mark = MARKS.get(str(p.get("state")), "[green]yes[/]" if p.get("healthy") else "[red]no[/]")
         table.add_row(p.get("name", "router"), p.get("node", ""), str(p.get("pid")), p.get("url") or "",
                       p.get("advertise") or "", mark, str(p.get("detail", "")))
     out.print(table)
@@ -142,9 +142,9 @@ def live_table(doc: dict[str, Any], interval: float) -> Any:
 
 def _named(entry: dict[str, Any]) -> str:
     """The process column of --watch: its name, and `hung 12 s (T)` or `exited` in red when it is."""
-    condition = entry.get("condition")
+    condition = entry.get("state")
     if condition == "hung":
-        state = f" ({entry['state']})" if entry.get("state") else ""
+        state = f" ({entry['proc_state']})" if entry.get("proc_state") else ""
         return f"{entry['name']} [red]hung {entry.get('unanswered_s') or 0:.0f} s{state}[/]"
     if condition == "exited":
         return f"{entry['name']} [red]exited[/]"

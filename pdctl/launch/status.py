@@ -50,15 +50,16 @@ def hung_detail(record: dict[str, Any], what: str) -> str | None:
 
 
 def _process_status(record: dict[str, Any], *, probe_health: bool = True) -> dict[str, Any]:
-    """The status entry of RECORD: alive, and (with PROBE_HEALTH) whether its health check passes; its
-    condition: serving, running (no HTTP), hung (alive, no answer), unhealthy (answers, not 200) or exited."""
+    """The status entry of RECORD: alive, and (with PROBE_HEALTH) whether its health check passes; its `state`
+    (CLI.md): healthy (answers 200, or runs and serves no HTTP), starting (runs, answers no 200 yet), hung (runs,
+    no HTTP answer at all), exited; `recovering` is set later (mark_recovering)."""
     alive = executor_for(record).exit_code(record) is None
     healthy, detail = (alive, "running") if alive else (False, "exited")
-    condition = "running" if alive else "exited"
+    condition = "healthy" if alive else "exited"
     if alive and probe_health:
         healthy, detail = worker_health(record)
         hung = None if healthy else hung_detail(record, detail)
-        condition = "serving" if healthy else ("hung" if hung else "unhealthy")
+        condition = "healthy" if healthy else ("hung" if hung else "starting")
         detail = hung or detail
     return {
         "name": record["name"],
@@ -72,7 +73,7 @@ def _process_status(record: dict[str, Any], *, probe_health: bool = True) -> dic
         "executor": record.get("executor"),
         "alive": alive,
         "healthy": healthy,
-        "condition": condition,
+        "state": condition,
         "detail": detail,
         "log": record.get("log"),
     }
@@ -105,7 +106,7 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
             router["workers"] = workers if workers is not None else router_workers(router_rec["url"])
             hung = hung_detail(router_rec, router["detail"])
             router["healthy"], router["detail"] = routed_alive(router, processes, expected)
-            router["condition"] = "hung" if hung else ("serving" if router["healthy"] else "unhealthy")
+            router["state"] = "hung" if hung else ("healthy" if router["healthy"] else "unhealthy")
             if hung:
                 router["detail"] = hung
             else:
@@ -158,10 +159,10 @@ def mark_recovering(processes: list[dict[str, Any]], router: dict[str, Any], cir
     back = []
     for entry in processes:
         url = str(entry.get("url") or "").rstrip("/")
-        if not url or entry.get("condition") != "serving" or (url not in circuits and url not in unhealthy):
+        if not url or entry.get("state") != "healthy" or (url not in circuits and url not in unhealthy):
             continue
         why = f"circuit {circuits[url]}" if url in circuits else "marked unhealthy until its next health check"
-        entry.update(healthy=False, condition="recovering",
+        entry.update(healthy=False, state="recovering",
                      detail=f"recovering: answers its health check; the router's {why}")
         back.append(entry["name"])
     if back:
@@ -216,8 +217,8 @@ def live(run_dir: Path, state: dict[str, Any], watch: Watch, detector: StallDete
          clock: HealthClock | None = None) -> dict[str, Any]:
     """One refresh of `status --watch`: every process's and the router's figures over the last interval, and
     (with DETECTOR) the alarms of transfers that do not move (pdctl.metrics.alarms); with CLOCK (kept across
-    refreshes), each process's condition: `exited`, `hung` (alive, no answer to its health check, and for how
-    long: `unanswered_s`) or `serving` (pdctl.liveness)."""
+    refreshes), each process's state: `exited`, `hung` (alive, no answer to its health check, and for how
+    long: `unanswered_s`) or `healthy` (pdctl.liveness)."""
     sample = watch.sample()
     looks = {d.name: d for d in check_run(run_dir, clock=clock).dead} if clock is not None else {}
     now = time.monotonic()
@@ -229,9 +230,9 @@ def live(run_dir: Path, state: dict[str, Any], watch: Watch, detector: StallDete
         out = {"name": name, **extra, "url": got.get("url"), "metrics": got.get("figures"), "error": got.get("error")}
         if clock is not None:
             bad = looks.get(name)
-            out["condition"] = "serving" if bad is None else ("hung" if bad.hung else "exited")
+            out["state"] = "healthy" if bad is None else ("hung" if bad.hung else "exited")
             out["unanswered_s"] = None if bad is None or not bad.hung else round(bad.hung_for_s or 0.0, 1)
-            out["state"] = None if bad is None else bad.state
+            out["proc_state"] = None if bad is None else bad.state
         if detector is not None and name != "router":
             out["alarms"] = [a.to_dict() for a in detector.update(name, got.get("figures"), now)]
             alarms.extend(out["alarms"])

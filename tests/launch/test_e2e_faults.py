@@ -145,10 +145,10 @@ def test_a_stopped_process_during_eval_is_named_hung_and_the_deployment_heals_af
         kept = lines(results)
         assert 2 <= len(kept) < 50  # what was answered is kept; the rest was not asked against a hung process
         code, doc = status(dep)
-        assert code == 1 and rows(doc)[name]["condition"] == "hung", rows(doc)[name]
+        assert code == 1 and rows(doc)[name]["state"] == "hung", rows(doc)[name]
         assert "process state T (stopped)" in rows(doc)[name]["detail"]
         if name != "router":
-            assert rows(doc)["prefill-0"]["condition"] == "serving" and rows(doc)["router"]["healthy"] is False
+            assert rows(doc)["prefill-0"]["state"] == "healthy" and rows(doc)["router"]["healthy"] is False
     finally:
         os.kill(stopped["pid"], signal.SIGCONT)
     healed(dep)
@@ -220,7 +220,7 @@ def test_a_killed_decode_is_restarted_in_place_and_served_again(dep: dict) -> No
     refused = pdctl("restart", "decode:0", "--run-dir", str(dep["run_dir"]), cwd=dep["tmp"])
     assert refused.returncode == 2 and "runs and answers" in refused.stderr  # nothing to restart yet
     os.killpg(decode["pgid"], signal.SIGKILL)
-    wait_for(lambda: rows(status(dep)[1])["decode-0"]["condition"] == "exited", timeout=60, what="decode to be gone")
+    wait_for(lambda: rows(status(dep)[1])["decode-0"]["state"] == "exited", timeout=60, what="decode to be gone")
     done = pdctl("restart", "decode:0", "--run-dir", str(dep["run_dir"]), cwd=dep["tmp"], timeout=400)
     assert done.returncode == 0, done.stderr
     assert "restarted decode-0" in done.stdout

@@ -1,4 +1,4 @@
-"""The status rows' conditions from what the router says (pure logic; the live cases are in
+"""The status rows' states from what the router says (pure logic; the live cases are in
 tests/launch/test_e2e_faults.py): a worker that answers its health check while the router keeps its circuit
 open, or still marks it unhealthy, is `recovering`, and the router row says so and is not healthy."""
 
@@ -9,8 +9,8 @@ from pdctl.launch.status import mark_recovering, open_circuits
 
 def _rows() -> tuple[list[dict], dict]:
     processes = [
-        {"name": "prefill-0", "url": "http://127.0.0.1:1000", "condition": "serving", "healthy": True, "detail": "HTTP 200"},
-        {"name": "decode-0", "url": "http://127.0.0.1:1100/", "condition": "serving", "healthy": True, "detail": "HTTP 200"},
+        {"name": "prefill-0", "url": "http://127.0.0.1:1000", "state": "healthy", "healthy": True, "detail": "HTTP 200"},
+        {"name": "decode-0", "url": "http://127.0.0.1:1100/", "state": "healthy", "healthy": True, "detail": "HTTP 200"},
     ]
     router = {"healthy": True, "detail": "2/2 workers serving",
               "workers": [{"url": "http://127.0.0.1:1000", "is_healthy": True},
@@ -21,9 +21,9 @@ def _rows() -> tuple[list[dict], dict]:
 def test_an_open_circuit_makes_a_serving_worker_recovering() -> None:
     processes, router = _rows()
     mark_recovering(processes, router, {"http://127.0.0.1:1100": "open"})
-    assert processes[1]["condition"] == "recovering" and processes[1]["healthy"] is False
+    assert processes[1]["state"] == "recovering" and processes[1]["healthy"] is False
     assert processes[1]["detail"] == "recovering: answers its health check; the router's circuit open"
-    assert processes[0]["condition"] == "serving"
+    assert processes[0]["state"] == "healthy"
     assert router["healthy"] is False and router["detail"].endswith("; recovering: decode-0")
 
 
@@ -31,13 +31,13 @@ def test_a_worker_the_router_still_calls_unhealthy_is_recovering() -> None:
     processes, router = _rows()
     router["workers"][0]["is_healthy"] = False
     mark_recovering(processes, router, {})
-    assert processes[0]["condition"] == "recovering" and "marked unhealthy" in processes[0]["detail"]
+    assert processes[0]["state"] == "recovering" and "marked unhealthy" in processes[0]["detail"]
 
 
 def test_nothing_open_changes_nothing() -> None:
     processes, router = _rows()
     mark_recovering(processes, router, {})
-    assert [p["condition"] for p in processes] == ["serving", "serving"] and router["healthy"] is True
+    assert [p["state"] for p in processes] == ["healthy", "healthy"] and router["healthy"] is True
 
 
 def test_circuits_are_read_from_the_routers_metrics(tmp_path) -> None:
