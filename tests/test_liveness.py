@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -139,3 +140,70 @@ def test_a_run_whose_process_exited_is_named_dead(tmp_path: Path) -> None:
     finally:
         alive.kill()
         alive.wait()
+
+
+def test_a_stopped_process_that_does_not_answer_is_named_hung(tmp_path: Path) -> None:
+    """A real HTTP server (python -m http.server: any answer, a 404 too, is an answer) named hung once it is
+    stopped (SIGSTOP: state T), and answering again after SIGCONT; an eval's Watchdog waits HANG_AFTER_S for a
+    silent process that is not stopped."""
+    from pdctl.errors import CheckFailed
+    from pdctl.executors.local import proc_stat
+    from pdctl.liveness import HealthClock, Watchdog, check_run, require_alive
+    from tests.support.net import free_port, wait_for
+
+    run_dir = tmp_path / "run"
+    (run_dir / "logs").mkdir(parents=True)
+    port = free_port()
+    log = run_dir / "logs" / "decode-0.log"
+    with open(log, "w") as fh:
+        server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                                  stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp_path)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        record = {"name": "decode-0", "role": "decode", "replica": 0, "node": "local", "pid": server.pid,
+                  "pgid": server.pid, "start_time": proc_stat(server.pid)[2], "executor": "local", "log": str(log),
+                  "url": url, "health_path": "/health"}
+        (run_dir / "state.json").write_text(json.dumps({"topology": "t", "run_dir": str(run_dir),
+                                                        "status": "running", "processes": [record], "router": {}}))
+        from pdctl.liveness import answers
+
+        wait_for(lambda: answers(url + "/health"), timeout=60, what="the stand-in server to answer")
+        assert check_run(run_dir, clock=HealthClock()).ok
+        os.kill(server.pid, signal.SIGSTOP)
+        try:
+            verdict = check_run(run_dir, clock=HealthClock())
+            (hung,) = verdict.dead
+            assert hung.hung and hung.hung_for_s >= 3.0 and hung.state == "T", hung  # one probe of 3 s
+            assert re.fullmatch(rf"decode:0 \(decode-0, node local, pid {server.pid}\) is hung: no answer to its "
+                                r"health check for \d+ s, process state T \(stopped\)", hung.describe()), hung.describe()
+            with pytest.raises(CheckFailed, match=r"has a hung process: decode:0 .* is hung.*kill -CONT"):
+                require_alive(run_dir, "eval gsm8k")
+            assert check_run(run_dir).ok  # without a health clock: only exits count (pdctl runs)
+            from pdctl.launch.status import live, run_watch
+
+            state = json.loads((run_dir / "state.json").read_text())
+            watch, clock = run_watch(run_dir, state), HealthClock()
+            first = live(run_dir, state, watch, clock=clock)["processes"][0]
+            again = live(run_dir, state, watch, clock=clock)["processes"][0]  # status --watch: the next refresh
+            assert first["state"] == again["state"] == "hung" and again["proc_state"] == "T"
+            assert again["unanswered_s"] > first["unanswered_s"] >= 3.0  # how long, counted across refreshes
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+        assert check_run(run_dir, clock=HealthClock()).ok
+        assert Watchdog(run_dir).dead() is None
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_a_silent_process_that_is_not_stopped_is_hung_only_after_hang_after_s() -> None:
+    """The clock: silence counts from the first unanswered question and resets on any answer."""
+    from pdctl.liveness import HealthClock
+
+    clock = HealthClock()
+    start = time.monotonic()
+    first = clock.unanswered_for("decode-0", False, start - 12.0)
+    assert first is not None and first >= 12.0
+    assert clock.unanswered_for("decode-0", False, time.monotonic()) >= 12.0  # counted from the first
+    assert clock.unanswered_for("decode-0", True, time.monotonic()) is None
+    assert clock.unanswered_for("decode-0", False, time.monotonic()) < 1.0  # a new silence

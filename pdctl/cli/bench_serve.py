@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from pdctl.cli.bench import bench_transfer
-from pdctl.cli.options import FiniteFloatRange, json_option, writable
+from pdctl.cli.options import FiniteFloatRange, deadline_option, json_option, writable
 from pdctl.cli.progress import PhaseProgress, run_live
 from pdctl.errors import CheckFailed
 
@@ -171,6 +171,7 @@ def _render_prediction(doc: dict[str, Any] | None, out) -> None:
               help="--control-topology: seconds to wait for it to become healthy.")
 @click.option("--timeout", type=FiniteFloatRange(min=1), default=3600.0, show_default=True,
               help="Seconds one deployment's sweep may take.")
+@deadline_option("bench serve")
 @json_option("the results")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), callback=writable, help="Write an HTML report here.")
 def serve(json_path: str | None, report_path: str | None, concurrency: str | None, isl: str | None,

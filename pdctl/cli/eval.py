@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from pdctl.cli.console import console, err_console, print_error, write_json
-from pdctl.cli.options import FiniteFloatRange, json_option, writable
+from pdctl.cli.options import FiniteFloatRange, deadline_option, json_option, writable
 from pdctl.clip import clip
 from pdctl.errors import CheckFailed
 
@@ -41,6 +41,7 @@ def eval_group() -> None:
 @click.option("--resume", is_flag=True, help="Continue from --results, asking only the missing questions.")
 @click.option("--timeout", "timeout_s", type=FiniteFloatRange(min=0, min_open=True), default=600.0, show_default=True, help="Seconds per request.")
 @click.option("--retries", type=int, default=3, show_default=True, help="Retries on connection errors/5xx.")
+@deadline_option("the eval")
 @json_option("the verdict")
 def gsm8k(json_path: str | None, max_errors: int, **options: Any) -> None:
     """GSM8K accuracy with SGLang's few_shot_gsm8k method (plus lm-eval strict/flexible scores)."""
@@ -75,6 +76,13 @@ def gsm8k(json_path: str | None, max_errors: int, **options: Any) -> None:
     if outcome.dead is not None:  # stopped at the first failures: retrying against a dead worker is pointless
         raise outcome.dead.error(f"eval {ev.name} stopped after {summary['answered']} of {summary['num_questions']} "
                                  "questions")
+    if outcome.deadline_passed:
+        from pdctl.liveness import deadline_error
+
+        raise deadline_error(f"eval {ev.name}", prep.deadline_s, None,
+                             kept=f" after {summary['answered']} of {summary['num_questions']} questions",
+                             hint="raise --deadline, lower --num-questions, or `pdctl status --watch`"
+                             + (f"; kept in {prep.results}, --resume finishes" if prep.results else ""))
     if outcome.interrupted:
         print_error(f"interrupted: {summary['answered']} of {summary['num_questions']} answered"
                     + (f", kept in {prep.results}; rerun with --resume to finish" if prep.results else ""))

@@ -321,3 +321,21 @@ def down(run_dir: str | None, grace: float) -> None:
     left = [n for n, w in outcome.items() if w == "still running"]
     if left:
         raise CheckFailed(f"still running after SIGKILL: {', '.join(left)}")
+
+
+@click.command("restart")
+@click.argument("target", metavar="ROLE[:REPLICA]")
+@run_dir_option
+@click.option("--timeout", type=FiniteFloatRange(min=1), default=300.0, show_default=True,
+              help="Seconds to wait for it to serve and for the router to route to it again.")
+@click.option("--force", is_flag=True, help="Restart it even though it runs and answers.")
+def restart(target: str, run_dir: str | None, timeout: float, force: bool) -> None:
+    """Start one dead or hung process of a run again, in place (prefill, decode, colocated or router;
+    REPLICA defaults to 0): same command, ports and log (the old one kept as .prev), re-registered with the
+    router. Local and ssh processes; exit 1 if it does not come back."""
+    from pdctl.launch.restart import restart as do_restart
+
+    done = do_restart(run_dir, target, timeout_s=timeout, force=force,
+                      say=lambda m: err_console.print(m, highlight=False))
+    console.print(f"restarted {', '.join(done['restarted'])} (pid {', '.join(map(str, done['pids']))}); serving and "
+                  f"routed to after {done['ready_after_s']:g} s", highlight=False)

@@ -107,3 +107,11 @@ set_option = click.option(
     "VALUE is YAML (4 = int, true = bool, '4' = text). Repeatable; checked like the file.",
 )
 """`--set KEY=VALUE` of every command that reads a TOPOLOGY argument (pdctl.topology.overrides)."""
+
+
+def deadline_option(what: str) -> Callable[[Any], Any]:
+    """--deadline SECONDS: the whole command's limit (eval, parity, bench serve). When it passes the command
+    stops, keeps what it has, names a dead or hung process of the run if there is one, and exits 1."""
+    return click.option("--deadline", "deadline_s", type=FiniteFloatRange(min=0, min_open=True), default=None,
+                        help=f"Seconds {what} may take in all; past it: stop, keep the results, name a dead or "
+                             "hung process of the run, exit 1. [default: none]")

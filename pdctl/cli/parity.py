@@ -9,7 +9,7 @@ import math
 
 import click
 
-from pdctl.cli.options import FiniteFloatRange, json_option, writable
+from pdctl.cli.options import FiniteFloatRange, deadline_option, json_option, writable
 from pdctl.cli.progress import PhaseProgress, run_live
 from pdctl.errors import CheckFailed
 
@@ -117,12 +117,13 @@ def _print_result(result, out) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the suite's token ids.")
 @click.option("--launch-timeout", type=FiniteFloatRange(min=1), default=600.0, show_default=True,
               help="--reference-topology: seconds to wait for it to become healthy.")
+@deadline_option("parity")
 @json_option("the verdict")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), callback=writable, help="Write an HTML report here.")
 def parity(candidate_url, run_dir, reference_url, reference_topology, decode_url, prefill_url, cold, warm,
            concurrent, prompts_file, max_new_tokens, tolerance, control, copies, max_prompt_tokens, model,
            page_size, vocab_size, sliding_window, chunked_prefill_size, context_length, seed, launch_timeout,
-           json_path, report_path) -> None:
+           deadline_s, json_path, report_path) -> None:
     """Prove a PD deployment computes what a reference server computes; say where a difference comes from.
 
     Exit 0 = parity; 1 = a cold comparison failed, or a warm/concurrent failure is explained neither by
@@ -142,7 +143,7 @@ def parity(candidate_url, run_dir, reference_url, reference_topology, decode_url
         tolerance=tolerance, control=control, copies=copies, max_prompt_tokens=max_prompt_tokens, model=model,
         overrides={"page_size": page_size, "vocab_size": vocab_size, "sliding_window": sliding_window,
                    "chunked_prefill_size": chunked_prefill_size, "context_length": context_length},
-        seed=seed, launch_timeout=launch_timeout,
+        seed=seed, launch_timeout=launch_timeout, deadline_s=deadline_s,
     )
     result = run_live(LiveProgress, lambda progress: run_request(req, progress=progress), show=_print_result,
                       json_path=json_path, report_path=report_path, write_report=_write_report)

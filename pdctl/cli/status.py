@@ -11,6 +11,7 @@ from pdctl.cli.console import console, err_console, write_json
 from pdctl.cli.options import FiniteFloatRange, json_option, run_dir_option
 
 DASH = "—"
+MARKS = {"hung": "[red]hung[/]", "exited": "[red]exited[/]", "recovering": "[yellow]recovering[/]"}
 
 
 @click.command("status")
@@ -78,7 +79,7 @@ def process_table(doc: dict[str, Any], table_type: Any) -> Any:
     table.add_column("healthy", no_wrap=True)
     table.add_column("detail", overflow="fold", ratio=1, min_width=24)
     for p in entries:
-        mark = "[green]yes[/]" if p.get("healthy") else "[red]no[/]"
+        mark = MARKS.get(str(p.get("state")), "[green]yes[/]" if p.get("healthy") else "[red]no[/]")
         table.add_row(*(value(p) for _, value in columns), mark, str(p.get("detail", "")))
     return table
 
@@ -92,6 +93,7 @@ def _watch(run_dir: str | None, interval: float, stall_after: float, json_path: 
     import time
 
     from pdctl.launch.status import live, run_watch
+    from pdctl.liveness import HealthClock
     from pdctl.metrics.alarms import StallDetector
     from pdctl.runs import read_state, resolve_run_dir
 
@@ -99,11 +101,12 @@ def _watch(run_dir: str | None, interval: float, stall_after: float, json_path: 
     state = read_state(path)
     watch = run_watch(path, state)
     detector = StallDetector(stall_after)
+    clock = HealthClock()  # since when each process has not answered, across refreshes
     out = err_console if json_path == "-" else console
     view: Any = None
     try:
         while True:
-            doc = live(path, state, watch, detector)
+            doc = live(path, state, watch, detector, clock)
             table = live_view(doc, interval)
             if out.is_terminal:
                 if view is None:
@@ -146,11 +149,22 @@ def live_view(doc: dict[str, Any], interval: float) -> Any:
 
 def live_table(doc: dict[str, Any], interval: float) -> Any:
     """The --watch table of one refresh."""
-    rows = [(p["name"], p.get("node", ""), p.get("metrics"), p.get("error")) for p in doc["processes"]]
+    rows = [(_named(p), p.get("node", ""), p.get("metrics"), p.get("error")) for p in doc["processes"]]
     router = doc["router"]
-    rows.append(("router", "", router.get("metrics"), router.get("error")))
+    rows.append((_named(router), "", router.get("metrics"), router.get("error")))
     title = f"{doc['topology']} — {doc['at']} — every {interval:g} s (Ctrl-C ends)"
     return figures_table(rows, title)
+
+
+def _named(entry: dict[str, Any]) -> str:
+    """The process column of --watch: its name, and `hung 12 s (T)` or `exited` in red when it is."""
+    condition = entry.get("state")
+    if condition == "hung":
+        state = f" ({entry['proc_state']})" if entry.get("proc_state") else ""
+        return f"{entry['name']} [red]hung {entry.get('unanswered_s') or 0:.0f} s{state}[/]"
+    if condition == "exited":
+        return f"{entry['name']} [red]exited[/]"
+    return str(entry["name"])
 
 
 def figures_table(rows: list[tuple[str, str, dict[str, Any] | None, str | None]], title: str) -> Any:

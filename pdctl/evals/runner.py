@@ -45,6 +45,7 @@ class RunOutcome:
     wall_s: float = 0.0
     interrupted: bool = False
     dead: Liveness | None = None
+    deadline_passed: bool = False  # stopped at --deadline (dead names a process found hung or dead then)
 
 
 async def _ask(client: httpx.AsyncClient, cfg: RequestConfig, job: Job, score: Score,
@@ -69,13 +70,17 @@ async def run_jobs(
     on_record: Callable[[dict], None] | None = None,
     stop: asyncio.Event | None = None,
     watchdog: Watchdog | None = None,
+    deadline_s: float | None = None,
 ) -> RunOutcome:
     """Ask every job with PARALLEL in flight, SCORE each answer (the eval's scorer); write and report each
     record; return early when STOP is set.
 
     When run in the main thread, SIGINT sets STOP (a clean stop) instead of raising KeyboardInterrupt.
-    WATCHDOG (the run's processes, pdctl.liveness): asked when a request fails transiently; a dead process
-    stops the eval at once (outcome.dead) instead of retrying every question against it.
+    WATCHDOG (the run's processes, pdctl.liveness): asked when a request fails transiently and every few
+    seconds while requests are in flight; a dead or hung process stops the eval at once (outcome.dead) instead
+    of retrying every question against it or waiting out every request's timeout. DEADLINE_S: the whole run's
+    limit; when it passes the eval stops (outcome.deadline_passed), the watchdog's last look naming a process
+    that has not answered since.
     """
     stop = stop or asyncio.Event()
     outcome = RunOutcome()
@@ -89,6 +94,25 @@ async def run_jobs(
         outcome.dead = found
         stop.set()
         return "stopped: " + found.summary()
+
+    async def monitor() -> None:
+        """Look at the processes every RECHECK_S while questions are asked; stop at DEADLINE_S."""
+        end = None if deadline_s is None else time.monotonic() + deadline_s
+        if end is None and (watchdog is None or watchdog.run_dir is None):
+            return  # nothing to look at, no deadline
+        period = watchdog.recheck_s if watchdog is not None else 1.0
+        while not stop.is_set():
+            wait = period if end is None else max(0.0, min(period, end - time.monotonic()))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=wait)  # the look period; a stop ends it at once
+            if stop.is_set():
+                return
+            if end is not None and time.monotonic() >= end:
+                outcome.deadline_passed = True
+                outcome.dead = await asyncio.to_thread(watchdog.last_look) if watchdog is not None else None
+                stop.set()
+                return
+            await give_up("")
 
     queue: asyncio.Queue[Job] = asyncio.Queue()
     for job in jobs:
@@ -119,21 +143,22 @@ async def run_jobs(
         workers = [asyncio.create_task(worker()) for _ in range(max(1, min(parallel, len(jobs))))]
         all_done = asyncio.gather(*workers)
         stopper = asyncio.create_task(stop.wait())
+        looker = asyncio.create_task(monitor())
         try:
             await asyncio.wait({all_done, stopper}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            if stop.is_set() and outcome.dead is None:
+            if stop.is_set() and outcome.dead is None and not outcome.deadline_passed:
                 outcome.interrupted = True
             for task in workers:
                 task.cancel()
             stopper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await all_done
-            with contextlib.suppress(asyncio.CancelledError):
-                await stopper
+            looker.cancel()
+            for task in (all_done, stopper, looker):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             if sigint_installed:
                 loop.remove_signal_handler(signal.SIGINT)
     outcome.wall_s = time.monotonic() - start
-    if not outcome.interrupted and outcome.dead is None and len(outcome.records) < len(jobs):
+    if not (outcome.interrupted or outcome.deadline_passed) and outcome.dead is None and len(outcome.records) < len(jobs):
         outcome.interrupted = True
     return outcome

@@ -53,6 +53,7 @@ class EvalOptions:
     timeout_s: float = 600.0
     retries: int = 3
     max_errors: int | None = 0  # failed requests the verdict tolerates; None = any number
+    deadline_s: float | None = None  # the whole eval's limit (--deadline); None = none
 
 
 @dataclass
@@ -71,6 +72,7 @@ class PreparedEval:
     max_errors: int | None = 0
     run_dir: Path | None = None  # the launched run evaluated (its processes are watched), None for a bare --url
     notes: list[str] = field(default_factory=list)  # what the reader of the accuracy must know
+    deadline_s: float | None = None
 
     @property
     def num_questions(self) -> int:
@@ -144,7 +146,8 @@ def prepare(ev: Eval, opts: EvalOptions) -> PreparedEval:
         kept = resumable(results, {job.item.index: job.key for job in jobs})
     return PreparedEval(eval=ev, url=url, settings=settings, settings_source=source, data=data, request=request,
                         jobs=[j for j in jobs if j.item.index not in kept], kept=list(kept.values()),
-                        results=results, max_errors=opts.max_errors, run_dir=run_dir, notes=notes)
+                        results=results, max_errors=opts.max_errors, run_dir=run_dir, notes=notes,
+                        deadline_s=opts.deadline_s)
 
 
 def execute(prep: PreparedEval,
@@ -153,7 +156,7 @@ def execute(prep: PreparedEval,
     writer = ResultsWriter(prep.results, keep=prep.kept)
     try:
         outcome = asyncio.run(run_jobs(prep.jobs, prep.request, prep.settings["parallel"], writer, prep.eval.score,
-                                       on_record, watchdog=Watchdog(prep.run_dir)))
+                                       on_record, watchdog=Watchdog(prep.run_dir), deadline_s=prep.deadline_s))
     finally:
         writer.close()
     order = {item.index: i for i, item in enumerate(prep.data.questions)}
@@ -165,13 +168,18 @@ def execute(prep: PreparedEval,
         max_errors=prep.max_errors,
         wall_s=outcome.wall_s,
         new_completion_tokens=sum(int(r.get("completion_tokens") or 0) for r in outcome.records),
-        interrupted=outcome.interrupted or outcome.dead is not None,
+        interrupted=outcome.interrupted or outcome.dead is not None or outcome.deadline_passed,
         rates=prep.eval.rates,
     )
     if outcome.dead is not None:
         summary["ok"] = False
         summary["reasons"].insert(0, "stopped early: " + outcome.dead.summary())
         summary["dead"] = [d.describe() for d in outcome.dead.dead]
+    elif outcome.deadline_passed:
+        summary["ok"] = False
+        summary["reasons"].insert(0, f"stopped at the deadline of {prep.deadline_s:g} s; every process of the "
+                                     "deployment answers its health check")
+    summary["deadline_passed"] = outcome.deadline_passed
     summary.update(
         url=prep.url,
         api=prep.request.api,

@@ -49,6 +49,10 @@ class Executor(Protocol):
         """None while the process group leader runs; its exit code (or -1 if unknown) once it has exited."""
         ...
 
+    def process_state(self, record: dict[str, Any]) -> str | None:
+        """The state letter of the record's process (ps/proc: R, S, D, T stopped, Z), or None when unknown."""
+        ...
+
     def group_alive(self, record: dict[str, Any]) -> bool:
         """Whether any process of the record's process group is still running (zombies excluded)."""
         ...

@@ -222,6 +222,10 @@ class KubernetesExecutor:
             return v.exit_code if v.exit_code is not None else -1
         return None
 
+    def process_state(self, record: dict[str, Any]) -> str | None:
+        """No process state letter for a pod's container: its readiness (exit_code, health) says what is known."""
+        return None
+
     def group_alive(self, record: dict[str, Any]) -> bool:
         v = self.pod_view(record)
         return v is not None and v.phase in ("Pending", "Running")

@@ -44,6 +44,33 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def groups_tagged(key: str, value: str, log_dir: Path) -> list[int]:
+    """Process groups (pgids) with a live member that carries KEY=VALUE in its environment, or writes its
+    stdout or stderr to a file under LOG_DIR (a process that rewrites its title, as sglang-router does, also
+    overwrites the environment /proc shows; its open log stays). Our own processes, or any as root."""
+    want = f"{key}={value}".encode()
+    logs = str(log_dir.resolve()) + os.sep
+    pgids = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        outputs = []
+        for fd in (1, 2):
+            try:
+                outputs.append(os.readlink(f"/proc/{entry}/fd/{fd}"))
+            except OSError:
+                pass
+        if want in environ.split(b"\0") or any(o.startswith(logs) for o in outputs):
+            stat = proc_stat(int(entry))
+            if stat is not None and stat[0] != "Z":
+                pgids.add(stat[1])
+    return sorted(pgids)
+
+
 def _reap(pid: int) -> int | None:
     """Collect PID's exit status if it is our child (else None): keeps no zombies behind in pdctl."""
     try:
@@ -154,6 +181,10 @@ class LocalExecutor:
             return None
         code = _reap(int(record["pid"]))
         return -1 if code is None else code
+
+    def process_state(self, record: dict[str, Any]) -> str | None:
+        stat = self._same_process(record)
+        return stat[0] if stat is not None else None
 
     def group_alive(self, record: dict[str, Any]) -> bool:
         stat = proc_stat(int(record["pid"]))

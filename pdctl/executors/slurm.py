@@ -100,6 +100,9 @@ class SrunExecutor(LocalExecutor):
             return super().exit_code(record)
         return None if self._job_active(record) else -1
 
+    def process_state(self, record: dict[str, Any]) -> str | None:
+        return None  # the pid is the srun client's, not the server's: its state says nothing of the server
+
     def group_alive(self, record: dict[str, Any]) -> bool:
         if self._local(record):
             return super().group_alive(record)

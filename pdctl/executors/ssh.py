@@ -171,6 +171,11 @@ class SSHExecutor:
             return None  # ssh itself failed: do not declare the process dead on a network hiccup
         return None if done.returncode == 0 else -1
 
+    def process_state(self, record: dict[str, Any]) -> str | None:
+        done = self.run_script(f"ps -o stat= -p {int(record['pid'])}")
+        state = done.stdout.strip()
+        return state[0] if done.returncode == 0 and state else None
+
     def group_alive(self, record: dict[str, Any]) -> bool:
         done = self.run_script(_GROUP_ALIVE.format(pgid=int(record["pgid"])))
         # 1 = no live member; anything else but 0 is an ssh failure: assume alive rather than lose track

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from pdctl.executors import executor_for
-from pdctl.runs import read_state, resolve_run_dir
-from pdctl.runs.state import all_records, write_state
+from pdctl.executors.local import groups_tagged
+from pdctl.runs import DEPLOYMENT_FILE, STATE_FILE, read_state, resolve_run_dir
+from pdctl.runs.state import RUN_ENV, all_records, write_state
 
 GRACE_S = 10.0
 DOCKER_RM_TIMEOUT_S = 30.0
@@ -53,9 +54,26 @@ def teardown(run_dir: str | Path | None = None, *, grace_s: float = GRACE_S) -> 
 
     Slurm steps are stopped through their records (their srun clients, or scancel from another machine).
     Returns what happened to each process."""
+    if run_dir is not None and not (Path(run_dir) / STATE_FILE).exists() and (Path(run_dir) / DEPLOYMENT_FILE).exists():
+        return stop_tagged(Path(run_dir), grace_s=grace_s)
     path = resolve_run_dir(run_dir)
     state = read_state(path)
+    if state.get("status") in ("running", "starting"):  # a command watching the run (eval) reads why it ends
+        write_state(path, {**state, "status": "stopping"})
     outcome = stop_records(all_records(state), grace_s=grace_s)
     state["status"] = "stopped"
     write_state(path, state)
+    return outcome
+
+
+def stop_tagged(run_dir: Path, *, grace_s: float = GRACE_S) -> dict[str, str]:
+    """The run's state.json is gone (deleted by hand, a full disk): stop the process groups on this machine
+    whose processes carry RUN_DIR in RUN_ENV (every process pdctl starts does) or write to its logs/.
+    Processes on ssh or Slurm nodes cannot be found this way: the outcome says so."""
+    pgids = groups_tagged(RUN_ENV, str(run_dir.resolve()), run_dir / "logs")
+    records = [{"name": f"process group {g}", "pid": g, "pgid": g, "start_time": None, "executor": "local"}
+               for g in pgids]
+    outcome = _stop_all(records, grace_s)
+    outcome["(state.json missing)"] = (f"found {len(pgids)} process group(s) of this run on this machine by "
+                                       f"{RUN_ENV} or their logs; processes on ssh or Slurm nodes are not found this way")
     return outcome

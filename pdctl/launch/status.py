@@ -13,10 +13,18 @@ from pdctl.compat.capacity import estimate
 from pdctl.compat.effective import effective
 from pdctl.errors import UserError
 from pdctl.executors import executor_for, shared_connections
-from pdctl.launch.health import router_check, router_workers, worker_health, worker_is_healthy
+from pdctl.launch.health import (
+    PROBE_TIMEOUT_S,
+    router_check,
+    router_workers,
+    worker_health,
+    worker_is_healthy,
+)
 from pdctl.launch.transfer_path import transfer_path
+from pdctl.liveness import STOPPED_STATES, HealthClock, check_run
 from pdctl.metrics.alarms import StallDetector
 from pdctl.metrics.capacity import capacities
+from pdctl.metrics.scrape import fetch
 from pdctl.metrics.targets import router_target, worker_targets
 from pdctl.metrics.watch import Watch
 from pdctl.models import resolve_model_spec
@@ -26,20 +34,42 @@ from pdctl.runs.state import TOPOLOGY_COPY, started
 from pdctl.topology import load_topology
 
 
+def hung_detail(record: dict[str, Any], what: str) -> str | None:
+    """`hung: no answer to /health within 3 s, process state T (stopped)` when WHAT (a probe's failure) says
+    the running RECORD gave no HTTP answer at all (pdctl.liveness's rule), else None."""
+    if "Timeout" not in what:
+        return None
+    try:
+        state = executor_for(record).process_state(record)
+    except Exception:  # noqa: BLE001 -- an unreadable state (ssh down) leaves the silence as the evidence
+        state = None
+    detail = f"hung: no answer to {record.get('health_path') or '/health'} within {PROBE_TIMEOUT_S:g} s"
+    if state:
+        detail += f", process state {state}" + (f" ({STOPPED_STATES[state]})" if state in STOPPED_STATES else "")
+    return detail
+
+
 def _process_status(record: dict[str, Any], *, probe_health: bool = True) -> dict[str, Any]:
-    """The status entry of RECORD: alive, and (with PROBE_HEALTH) whether its health check passes. An executor
-    that knows its processes' health itself (kubernetes: the pod's readiness, restarts, reason) says it."""
+    """The status entry of RECORD: alive, and (with PROBE_HEALTH) whether its health check passes; its `state`
+    (CLI.md): healthy (answers 200, or runs and serves no HTTP), starting (runs, answers no 200 yet), hung (runs,
+    no HTTP answer at all), exited; `recovering` is set later (mark_recovering). An executor that knows its
+    processes' health itself (kubernetes: the pod's readiness, restarts, reason) says it."""
     executor = executor_for(record)
     own = getattr(executor, "health", None)
     pod: dict[str, Any] = {}
     if own is not None:
         pod = dict(own(record))
         alive, healthy, detail = pod.pop("alive"), pod.pop("healthy"), pod.pop("detail")
+        condition = "healthy" if healthy else ("starting" if alive else "exited")
     else:
         alive = executor.exit_code(record) is None
         healthy, detail = (alive, "running") if alive else (False, "exited")
+        condition = "healthy" if alive else "exited"
         if alive and probe_health:
             healthy, detail = worker_health(record)
+            hung = None if healthy else hung_detail(record, detail)
+            condition = "healthy" if healthy else ("hung" if hung else "starting")
+            detail = hung or detail
     return pod | {
         "name": record["name"],
         "role": record["role"],
@@ -52,6 +82,7 @@ def _process_status(record: dict[str, Any], *, probe_health: bool = True) -> dic
         "executor": record.get("executor"),
         "alive": alive,
         "healthy": healthy,
+        "state": condition,
         "detail": detail,
         "log": record.get("log"),
     }
@@ -95,9 +126,16 @@ def _status(run_dir: str | Path | None) -> dict[str, Any]:
                 serving, router["detail"] = routed_alive(router, processes, expected)
                 router["healthy"] = pod_ready and serving
                 router["detail"] += f"; pod {pod_detail}; its URL is not reachable from here"
+                router["state"] = "healthy" if router["healthy"] else "unhealthy"
             else:
                 router["healthy"], router["detail"] = healthy, detail
+                hung = hung_detail(router_rec, detail)
                 router["healthy"], router["detail"] = routed_alive(router, processes, expected)
+                router["state"] = "hung" if hung else ("healthy" if router["healthy"] else "unhealthy")
+                if hung:
+                    router["detail"] = hung
+                else:
+                    mark_recovering(processes, router, open_circuits(router_target(state, _deployment_doc(path)).url))
     ok = bool(processes) and all(p["healthy"] for p in processes) and bool(router["healthy"])
     sample = run_watch(path, state).sample()
     for entry in [*processes, router]:
@@ -118,6 +156,43 @@ def _status(run_dir: str | Path | None) -> dict[str, Any]:
         "processes": processes,
         "router": router,
     }
+
+
+# sglang-router's smg_worker_cb_state gauge: 0 closed (requests flow), 1 open, 2 half-open (a trial request)
+CIRCUIT_STATES = {1.0: "open", 2.0: "half-open"}
+
+
+def open_circuits(metrics_url: str | None) -> dict[str, str]:
+    """Worker URL -> 'open' or 'half-open' for each circuit the router keeps from closing, from its Prometheus
+    metrics (empty when they cannot be read: then only its /workers health says who it routes to)."""
+    if not metrics_url:
+        return {}
+    scrape = fetch(metrics_url)
+    if isinstance(scrape, str):
+        return {}
+    return {str(labels.get("worker", "")).rstrip("/"): CIRCUIT_STATES.get(value, f"state {value:g}")
+            for labels, value in scrape.series("smg_worker_cb_state") if value}
+
+
+def mark_recovering(processes: list[dict[str, Any]], router: dict[str, Any], circuits: dict[str, str]) -> None:
+    """A worker that answers its health check again while the router does not route to it yet (its circuit
+    open, or /workers still calls it unhealthy) is `recovering`: it serves again within seconds on its own
+    (pdctl.render.router.RECOVERY_FLAGS); the router row says so."""
+    listed = router.get("workers")
+    unhealthy = ({str(w.get("url", "")).rstrip("/") for w in listed if isinstance(w, dict) and not worker_is_healthy(w)}
+                 if isinstance(listed, list) else set())
+    back = []
+    for entry in processes:
+        url = str(entry.get("url") or "").rstrip("/")
+        if not url or entry.get("state") != "healthy" or (url not in circuits and url not in unhealthy):
+            continue
+        why = f"circuit {circuits[url]}" if url in circuits else "marked unhealthy until its next health check"
+        entry.update(healthy=False, state="recovering",
+                     detail=f"recovering: answers its health check; the router's {why}")
+        back.append(entry["name"])
+    if back:
+        router["healthy"] = False
+        router["detail"] = f"{router['detail']}; recovering: {', '.join(back)}"
 
 
 def routed_alive(router: dict[str, Any], processes: list[dict[str, Any]], expected: int) -> tuple[bool, str]:
@@ -163,10 +238,14 @@ def run_watch(run_dir: Path, state: dict[str, Any] | None = None) -> Watch:
     return Watch([*worker_targets(records), router_target(state, _deployment_doc(Path(run_dir)))])
 
 
-def live(run_dir: Path, state: dict[str, Any], watch: Watch, detector: StallDetector | None = None) -> dict[str, Any]:
+def live(run_dir: Path, state: dict[str, Any], watch: Watch, detector: StallDetector | None = None,
+         clock: HealthClock | None = None) -> dict[str, Any]:
     """One refresh of `status --watch`: every process's and the router's figures over the last interval, and
-    (with DETECTOR) the alarms of transfers that do not move (pdctl.metrics.alarms)."""
+    (with DETECTOR) the alarms of transfers that do not move (pdctl.metrics.alarms); with CLOCK (kept across
+    refreshes), each process's state: `exited`, `hung` (alive, no answer to its health check, and for how
+    long: `unanswered_s`) or `healthy` (pdctl.liveness)."""
     sample = watch.sample()
+    looks = {d.name: d for d in check_run(run_dir, clock=clock).dead} if clock is not None else {}
     now = time.monotonic()
     records = [r for r in state.get("processes", []) if started(r) and r.get("url")]
     alarms: list[dict[str, Any]] = []
@@ -174,6 +253,11 @@ def live(run_dir: Path, state: dict[str, Any], watch: Watch, detector: StallDete
     def entry(name: str, extra: dict[str, Any]) -> dict[str, Any]:
         got = sample.get(name, {})
         out = {"name": name, **extra, "url": got.get("url"), "metrics": got.get("figures"), "error": got.get("error")}
+        if clock is not None:
+            bad = looks.get(name)
+            out["state"] = "healthy" if bad is None else ("hung" if bad.hung else "exited")
+            out["unanswered_s"] = None if bad is None or not bad.hung else round(bad.hung_for_s or 0.0, 1)
+            out["proc_state"] = None if bad is None else bad.state
         if detector is not None and name != "router":
             out["alarms"] = [a.to_dict() for a in detector.update(name, got.get("figures"), now)]
             alarms.extend(out["alarms"])

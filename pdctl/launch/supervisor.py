@@ -24,7 +24,7 @@ from pdctl.launch.health import router_ready, worker_health
 from pdctl.launch.shutdown import stop_records
 from pdctl.render.spec import Deployment, ProcessSpec
 from pdctl.runs import STATE_FILE, read_state, remember_latest
-from pdctl.runs.state import RunState, all_records, new_record, write_deployment
+from pdctl.runs.state import RunState, all_records, new_record, tagged, write_deployment
 
 __all__ = ["Launch", "precheck_ports", "refuse_running", "supervise"]
 
@@ -102,6 +102,7 @@ class Launch:
         return launch
 
     def start(self, proc: ProcessSpec) -> dict[str, Any]:
+        proc = tagged(proc, self.run_dir)  # `pdctl down` finds it even without state.json
         record = new_record(proc, self.run_dir)
         self.progress(proc.name, "starting", proc.node)
         record.update(executor_for(proc).start(proc, record["log"]))

@@ -8,6 +8,7 @@ reference topology — is logic that tests exercise directly.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 from pdctl.errors import CheckFailed, UserError
 from pdctl.launch.scoped import launched_reference
-from pdctl.liveness import check_run
+from pdctl.liveness import Watchdog, run_watched
 from pdctl.models import resolve_model_spec
 from pdctl.parity.prompts import Prompt, SuiteFacts, default_suite, facts_from_info, load_prompts_file
 from pdctl.parity.results import ParityResult
@@ -45,6 +46,7 @@ class ParityRequest:
     overrides: dict[str, int | None] = field(default_factory=dict)  # page_size, vocab_size, sliding_window, ...
     seed: int = 0
     launch_timeout: float = 600.0
+    deadline_s: float | None = None  # the whole command's limit (--deadline)
 
     def validate(self) -> None:
         """Reject contradictory or out-of-range options (exit 2) before anything is contacted."""
@@ -149,6 +151,7 @@ def build_prompts(req: ParityRequest, facts: SuiteFacts) -> list[Prompt]:
 def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityResult:
     """Do the whole run the user asked for; the reference topology (if any) is torn down before returning."""
     req.validate()
+    start = time.monotonic()
     say = progress or (lambda _update: None)
     say(ProgressUpdate("setup", 0, 0, detail="checking the candidate"))
     candidate = candidate_target(req)
@@ -162,12 +165,15 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
             modes=req.modes, tolerance=req.tolerance, max_new_tokens=req.max_new_tokens, control=req.control,
             copies=req.copies, page_size=facts.page_size, vocab_size=facts.vocab_size,
         )
-        try:
-            result = run_parity(candidate, reference, prompts, opts, progress)
-        except CheckFailed as exc:  # a request failed: if a process of the run died, that is the news
-            if candidate.run_dir is not None:
-                verdict = check_run(candidate.run_dir)
-                if not verdict.ok:
+        watchdog = Watchdog(candidate.run_dir)
+        left = None if req.deadline_s is None else max(0.0, req.deadline_s - (time.monotonic() - start))
+        try:  # the candidate's processes are looked at while the comparisons run: a hang is named in seconds
+            result = run_watched(lambda: run_parity(candidate, reference, prompts, opts, progress), watchdog,
+                                 doing="parity", deadline_s=left)
+        except CheckFailed as exc:  # a request failed: if a process of the run died or hangs, that is the news
+            if candidate.run_dir is not None and "the deployment of run" not in exc.message:
+                verdict = watchdog.last_look()
+                if verdict is not None:
                     raise verdict.error(f"parity stopped ({exc.message})") from exc
             raise
     result.facts = facts.describe()

@@ -14,6 +14,21 @@ if TYPE_CHECKING:
 
 # A short grace period: `pdctl down` should not wait minutes for in-flight requests of a test deployment.
 SHUTDOWN_GRACE_SECS = 5
+
+# How fast the router notices a worker that stops answering and, above all, takes it back once it answers
+# again (docs/troubleshooting.md). sglang-router 0.3.2's defaults -- a health check every 60 s, 3 successes to
+# mark a worker healthy, a circuit that stays open 60 s and needs 3 successes to close, retry backoff up to
+# 30 s -- kept a resumed decode unused for minutes (measured: docs/troubleshooting.md#recovery). These make it
+# seconds; `router.args` replaces any of them.
+RECOVERY_FLAGS: dict[str, int] = {
+    "health-check-interval-secs": 2,
+    "health-check-timeout-secs": 3,
+    "health-failure-threshold": 2,
+    "health-success-threshold": 1,
+    "cb-timeout-duration-secs": 5,
+    "cb-success-threshold": 1,
+    "retry-max-backoff-ms": 2000,
+}
 _WILDCARD = {"0.0.0.0", "::", ""}
 
 
@@ -83,6 +98,8 @@ def render_router(
         "--worker-startup-timeout-secs",
         str(max(1, int(startup_timeout_s))),
     ]
+    for flag, value in RECOVERY_FLAGS.items():
+        argv += [f"--{flag}", str(value)]
     argv = merge_flags(argv, topo.router.args)
     return ProcessSpec(
         name="router",

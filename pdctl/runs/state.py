@@ -10,9 +10,9 @@ launcher, job_owned; docker-wrapped processes their container.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,14 @@ from pdctl.runs import DEPLOYMENT_FILE, STATE_FILE
 from pdctl.topology.overrides import describe_overrides
 
 TOPOLOGY_COPY = "topology.yaml"
+# Every process a run starts carries its run dir in this variable (and its children inherit it), so that
+# `pdctl down` finds the processes of a run whose state.json was deleted (pdctl.launch.shutdown).
+RUN_ENV = "PDCTL_RUN_DIR"
+
+
+def tagged(proc: ProcessSpec, run_dir: Path) -> ProcessSpec:
+    """PROC with RUN_ENV set to RUN_DIR (absolute) in its environment."""
+    return dataclasses.replace(proc, env={**proc.env, RUN_ENV: str(Path(run_dir).resolve())})
 
 
 def make_run_dir(run_dir: Path) -> None:
@@ -33,6 +41,20 @@ def make_run_dir(run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create run directory {run_dir}: {exc.strerror or exc}") from None
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write TEXT to PATH all or nothing (a temporary file, then an atomic rename): a reader never sees half a
+    file, and a full or read-only filesystem leaves nothing half-written behind but a clear UserError (exit 2)
+    naming the file, instead of a traceback."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"cannot write {path}: {exc.strerror or exc} (is its filesystem full or read-only? "
+                        "free space there or pass another --run-dir)") from None
 
 
 DRY_RUN_DIR = "dry-run"
@@ -49,7 +71,7 @@ def write_deployment(run_dir: Path, deployment: Deployment) -> Path:
     """Write <run_dir>/plan.json (the rendered deployment: every command); returns its path."""
     make_run_dir(run_dir)
     path = run_dir / DEPLOYMENT_FILE
-    path.write_text(json.dumps(deployment.to_json(), indent=2) + "\n", encoding="utf-8")
+    write_whole(path, json.dumps(deployment.to_json(), indent=2) + "\n")
     return path
 
 
@@ -153,9 +175,9 @@ def write_topology_copy(topo: Any, run_dir: Path) -> Path:
     copy = run_dir / TOPOLOGY_COPY
     if topo.overrides and topo.document is not None:
         head = f"# {topo.source_path} with {describe_overrides(topo.overrides)}\n"
-        copy.write_text(head + yaml.safe_dump(topo.document, sort_keys=False), encoding="utf-8")
+        write_whole(copy, head + yaml.safe_dump(topo.document, sort_keys=False))
     elif Path(topo.source_path).resolve() != copy.resolve():
-        shutil.copyfile(topo.source_path, copy)
+        write_whole(copy, Path(topo.source_path).read_text(encoding="utf-8"))
     return copy
 
 
@@ -172,9 +194,7 @@ def current_state(run_dir: Path) -> dict[str, Any]:
 def write_state(run_dir: Path, doc: dict[str, Any]) -> None:
     """Atomically replace <run_dir>/state.json (a reader never sees half a file)."""
     make_run_dir(run_dir)
-    tmp = run_dir / (STATE_FILE + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, run_dir / STATE_FILE)
+    write_whole(run_dir / STATE_FILE, json.dumps(doc, indent=2) + "\n")
 
 
 def started(record: dict[str, Any]) -> bool:

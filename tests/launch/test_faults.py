@@ -130,3 +130,49 @@ def test_incompatible_topology_is_refused_before_anything_starts(
     assert done.returncode == 1
     assert "not compatible" in done.stderr and "--skip-compat" in done.stderr
     assert not (tmp_path / "run" / "state.json").exists()
+
+
+def test_truncated_checkpoint_weights_name_the_file_and_the_process(tmp_path: Path, ref_checkpoint: Path) -> None:
+    import shutil
+
+    broken = tmp_path / "ckpt"
+    shutil.copytree(ref_checkpoint, broken)
+    weights = next(broken.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a copy cut off half way
+    topo = local_cpu(tmp_path, broken, name="truncated")
+    run_dir = tmp_path / "run"
+    done = pdctl("launch", str(topo), "--run-dir", str(run_dir), "--timeout", "120", "--skip-compat",
+                 "--skip-preflight", "--detach", cwd=tmp_path, timeout=300)
+    flat = " ".join(done.stderr.split())
+    assert done.returncode == 1, flat
+    assert "on node local exited with code" in flat and "before it was healthy" in flat, flat
+    assert str(weights) in flat or weights.name in flat, flat  # the log tail names the file
+    assert_no_orphans(run_dir)
+
+
+def test_a_run_dir_on_a_full_filesystem_is_a_clear_error_and_nothing_is_half_written(
+    tmp_path: Path, ref_checkpoint: Path
+) -> None:
+    """A real full filesystem: a 1 MiB tmpfs (root, as in CI), filled before the launch."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], check=True)
+    try:
+        with open(mount / "filler", "wb") as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * 65536)
+                    fh.flush()
+            except OSError:
+                pass  # full
+        topo = local_cpu(tmp_path, ref_checkpoint, name="full-disk")
+        run_dir = mount / "run"
+        done = pdctl("launch", str(topo), "--run-dir", str(run_dir), "--timeout", "60", "--skip-preflight",
+                     "--detach", cwd=tmp_path)
+        flat = " ".join(done.stderr.split())
+        assert done.returncode == 2, flat
+        assert f"cannot write {run_dir / 'plan.json'}: No space left on device" in flat, flat
+        assert "Traceback" not in done.stderr
+        assert sorted(p.name for p in run_dir.iterdir()) == []  # no plan.json, no .tmp, no state.json
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)

@@ -109,6 +109,21 @@ def test_router_flags_parse_with_sglang_router() -> None:
     assert args.decode_urls == ["http://10.0.0.12:30100"]
 
 
+def test_router_recovers_in_seconds_and_router_args_win() -> None:
+    """The health-check and circuit-breaker settings (pdctl.render.router.RECOVERY_FLAGS) reach sglang-router's
+    own parser as the values a resumed worker is taken back with in seconds; a `router.args` value replaces one."""
+    from sglang_router.launch_router import parse_router_args
+
+    args = parse_router_args(render(load_topology_text(SGLANG_BASE)).router.argv[3:])
+    assert (args.health_check_interval_secs, args.health_check_timeout_secs) == (2, 3)
+    assert (args.health_failure_threshold, args.health_success_threshold) == (2, 1)
+    assert (args.cb_timeout_duration_secs, args.cb_success_threshold, args.retry_max_backoff_ms) == (5, 1, 2000)
+    text = SGLANG_BASE.replace("args: {log-level: debug}", "args: {log-level: debug, cb-timeout-duration-secs: 30}")
+    assert text != SGLANG_BASE
+    argv = render(load_topology_text(text)).router.argv
+    assert parse_router_args(argv[3:]).cb_timeout_duration_secs == 30 and argv.count("--cb-timeout-duration-secs") == 1
+
+
 @pytest.mark.parametrize("version", ["0.5.2", "0.5.16", "0.5.21"])
 def test_older_version_uses_the_deprecated_dp_attention_spelling(version: str) -> None:
     # releases without --attn-dp-size (their flag tables say so) get --dp-size N --enable-dp-attention

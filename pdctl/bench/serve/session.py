@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from pdctl.bench.serve.sweep import build_spec
 from pdctl.bench.serve.targets import Side
 from pdctl.bench.serve.tool import find_tool, run_sweep
 from pdctl.errors import UserError
-from pdctl.liveness import Watchdog
+from pdctl.liveness import Watchdog, deadline_error
 
 MAX_WAIT_S = 7 * 24 * 3600  # a week: longer is a typo (and overflows the timers)
 
@@ -54,6 +55,7 @@ class BenchRequest:
     work_dir: str | None = None
     launch_timeout: float = 600.0
     timeout: float = 3600.0
+    deadline_s: float | None = None  # the whole command's limit (--deadline)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -134,6 +136,7 @@ def _control(req: BenchRequest) -> Iterator[Side | None]:
 def run_request(req: BenchRequest, progress: Progress | None = None) -> BenchResult:
     """Do the whole run; a launched control is torn down before returning."""
     req.validate()
+    end = None if req.deadline_s is None else time.monotonic() + req.deadline_s
     say = progress or (lambda _u: None)
     max_regression = parse_percent(req.max_regression)
     say(ProgressUpdate("setup", 0, 0, "checking the candidate"))
@@ -165,6 +168,14 @@ def run_request(req: BenchRequest, progress: Progress | None = None) -> BenchRes
                 done: list[PointMetrics] = []
                 watchdog = Watchdog(side.run_dir, recheck_s=0)
 
+                def stop_when() -> Exception | None:
+                    """A hung or dead process of the side's run, or the deadline: stop the tool now."""
+                    if end is not None and req.deadline_s is not None and time.monotonic() >= end:
+                        return deadline_error(f"bench serve ({side.label} sweep)", req.deadline_s,
+                                              watchdog.last_look())
+                    found = watchdog.dead()
+                    return found.error(f"bench serve stopped during the {side.label} sweep") if found else None
+
                 def on_point(m: PointMetrics) -> None:
                     done.append(m)
                     say(ProgressUpdate(side.label, len(done), len(points), metrics=m))
@@ -175,7 +186,7 @@ def run_request(req: BenchRequest, progress: Progress | None = None) -> BenchRes
 
                 say(ProgressUpdate(side.label, 0, len(points), f"{side.url}"))
                 return run_sweep(tool, side.url, points, spec, dataset, tokenizer, work / side.label,
-                                 gpus=side.gpus, timeout_s=req.timeout, on_point=on_point)
+                                 gpus=side.gpus, timeout_s=req.timeout, on_point=on_point, stop_when=stop_when)
 
             result = BenchResult(tool=tool.name, spec=spec, dataset=dataset.name, candidate=candidate,
                                  points=sweep(candidate), gate_metrics=metrics, max_regression=max_regression,

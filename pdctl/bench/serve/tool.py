@@ -98,11 +98,14 @@ def _last_json_line(path: Path) -> dict[str, Any] | None:
 
 def run_sweep(tool: Tool, url: str, points: list[Point], spec: SweepSpec, dataset: Dataset, tokenizer: str,
               work_dir: Path, *, gpus: int | None, timeout_s: float,
-              on_point: Callable[[PointMetrics], None] = lambda _m: None) -> list[PointMetrics]:
+              on_point: Callable[[PointMetrics], None] = lambda _m: None,
+              stop_when: Callable[[], Exception | None] | None = None) -> list[PointMetrics]:
     """Every point against URL, in one tool process; ON_POINT sees each point's metrics as it finishes.
 
     The tool's own output goes to WORK_DIR/tool.log. A point the tool produced no result for (every request
-    failed, the process died, TIMEOUT_S passed) is all errors, with the reason from the log."""
+    failed, the process died, TIMEOUT_S passed) is all errors, with the reason from the log. STOP_WHEN, asked
+    every LOOK_S while the tool runs (pdctl.liveness: a hung or dead process, the command's deadline): the
+    exception it returns stops the tool at once and is raised."""
     work_dir.mkdir(parents=True, exist_ok=True)
     outs = {p.index: work_dir / f"point-{p.index}.jsonl" for p in points}
     for out in outs.values():  # the tool appends: a reused --work-dir must not hand back an older run's result
@@ -121,6 +124,19 @@ def run_sweep(tool: Tool, url: str, points: list[Point], spec: SweepSpec, datase
                                 stderr=log_f, text=True, env=env, start_new_session=True)
         timer = threading.Timer(timeout_s, lambda: _kill(proc))
         timer.start()
+        halt = threading.Event()
+        stopped: list[Exception] = []
+
+        def look() -> None:
+            while stop_when is not None and not halt.wait(LOOK_S) and proc.poll() is None:
+                why = stop_when()
+                if why is not None:
+                    stopped.append(why)
+                    _kill(proc)
+                    return
+
+        looker = threading.Thread(target=look, name="bench-serve-look", daemon=True)
+        looker.start()
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -139,13 +155,20 @@ def run_sweep(tool: Tool, url: str, points: list[Point], spec: SweepSpec, datase
                 pass  # its output is closed and every point reported: killed below
         finally:
             timer.cancel()
+            halt.set()
             _kill(proc)
+            looker.join(timeout=60)
+    if stopped:
+        raise stopped[0]
     for point in points:  # the tool died (or timed out) before these
         if point.index not in results:
             why = f"the tool stopped before this point (exit {proc.returncode}); log {log}: {_tail(log)}"
             results[point.index] = from_tool_result(point, None, exact_counts=exact, gpus=gpus, failure=why)
             on_point(results[point.index])
     return [results[p.index] for p in points]
+
+
+LOOK_S = 2.0  # how often a running sweep asks STOP_WHEN
 
 
 def _kill(proc: subprocess.Popen) -> None:
