@@ -75,20 +75,21 @@ def router_command(
 @contextmanager
 def start_servers(
     checkpoint: str | Path,
-    specs: Sequence[tuple[str, int, Sequence[str]]],
+    specs: Sequence[tuple[str, int, Sequence[str]] | tuple[str, int, Sequence[str], dict[str, str] | None]],
     *,
     timeout: float = 120.0,
     log_dir: str | Path | None = None,
 ) -> Iterator[list[RunningServer]]:
-    """Start several reference servers AT ONCE ((role, tp, extra_args) each), wait until all are healthy.
+    """Start several reference servers AT ONCE ((role, tp, extra_args[, env]) each), wait until all are healthy.
 
     Starting them in parallel roughly halves a PD test's start-up time on a small machine.
     """
     log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="pdctl-pd-"))
     servers: list[RunningServer] = []
     try:
-        for role, tp, extra in specs:
-            servers.append(spawn_reference(checkpoint, role=role, tp=tp, extra_args=extra, log_dir=log_dir))
+        for role, tp, extra, *env in specs:
+            servers.append(spawn_reference(checkpoint, role=role, tp=tp, extra_args=extra, log_dir=log_dir,
+                                           env=env[0] if env else None))
         for srv in servers:
             srv.wait_healthy(timeout)
         yield servers
@@ -249,6 +250,7 @@ class PairSpec:
     prefill_args: tuple[str, ...] = ()
     decode_args: tuple[str, ...] = ()
     page_size: int = 16
+    decode_env: dict[str, str] | None = None  # e.g. the test hook's PDCTL_ENABLE_TEST_HOOKS=1
 
 
 @contextmanager
@@ -262,7 +264,7 @@ def start_pd_pairs(
     for spec in pairs.values():
         common = [*pd_args(spec.backend, spec.page_size), *spec.both_args]
         specs += [("prefill", spec.prefill_tp, [*common, *spec.prefill_args]),
-                  ("decode", spec.decode_tp, [*common, *spec.decode_args])]
+                  ("decode", spec.decode_tp, [*common, *spec.decode_args], spec.decode_env)]
     with ExitStack() as stack:
         servers = stack.enter_context(start_servers(checkpoint, specs, timeout=timeout, log_dir=log_dir))
         out: dict[str, PDDeployment] = {}
