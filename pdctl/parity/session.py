@@ -16,6 +16,7 @@ from typing import Any
 
 from pdctl.errors import UserError
 from pdctl.parity import client
+from pdctl.parity.controls import tp_controls
 from pdctl.parity.endpoints import (
     Target,
     discover_workers,
@@ -23,9 +24,14 @@ from pdctl.parity.endpoints import (
     target_from_run_dir,
     target_from_url,
 )
+from pdctl.parity.floor import DEFAULT_FACTOR
+from pdctl.parity.positions import analyze
 from pdctl.parity.prompts import Prompt, SuiteFacts, default_suite, facts_from_info, load_prompts_file
 from pdctl.parity.results import ParityResult
 from pdctl.parity.runner import ParityOptions, Progress, ProgressUpdate, run_parity
+from pdctl.parity.teacher import DEFAULT_MAX_RESYNCS
+
+NUMERICS = ("exact", "gpu-like")  # the reference engine's --numerics (pdctl.reference.args.NUMERICS)
 
 
 @dataclass
@@ -40,7 +46,7 @@ class ParityRequest:
     prefill_urls: tuple[str, ...] = ()
     modes: tuple[str, ...] = ("cold", "warm", "concurrent")
     prompts_file: str | None = None
-    max_new_tokens: int = 4
+    max_new_tokens: int = 32
     tolerance: float = 0.05
     control: bool = True
     copies: int = 3
@@ -49,6 +55,12 @@ class ParityRequest:
     overrides: dict[str, int | None] = field(default_factory=dict)  # page_size, vocab_size, sliding_window, ...
     seed: int = 0
     launch_timeout: float = 600.0
+    factor: float = DEFAULT_FACTOR  # --floor-factor
+    tp_control_urls: tuple[str, ...] = ()
+    tp_control: bool = True  # --no-tp-control: never start one
+    numerics: str | None = None  # of the reference-engine servers parity starts (reference topology, TP controls)
+    soak: str | None = None  # --soak N | 10m
+    max_resyncs: int = DEFAULT_MAX_RESYNCS
 
     def validate(self) -> None:
         """Reject contradictory or out-of-range options (exit 2) before anything is contacted."""
@@ -64,6 +76,17 @@ class ParityRequest:
             raise UserError("--copies must be at least 1")
         if self.max_prompt_tokens is not None and self.max_prompt_tokens < 2:
             raise UserError("--max-prompt-tokens must be at least 2")
+        if not self.factor >= 1:
+            raise UserError("--floor-factor must be at least 1 (the floor itself)")
+        if self.numerics is not None and self.numerics not in NUMERICS:
+            raise UserError(f"--numerics must be one of {', '.join(NUMERICS)}")
+        if self.max_resyncs < 0:
+            raise UserError("--max-resyncs must be >= 0")
+        from pdctl.parity.soak import parse_soak
+
+        parse_soak(self.soak)
+        if self.tp_control_urls and not self.tp_control:
+            raise UserError("give --tp-control URL or --no-tp-control, not both")
         for key, value in self.overrides.items():
             if value is not None and value < 1:
                 raise UserError(f"--{key.replace('_', '-')} must be a positive integer, got {value}")
@@ -102,8 +125,40 @@ def reference_target(req: ParityRequest) -> Iterator[Target]:
     assert req.reference_topology is not None
     if not Path(req.reference_topology).is_file():
         raise UserError(f"--reference-topology {req.reference_topology}: no such file")
-    with launched_reference(req.reference_topology, timeout=req.launch_timeout) as target:
+    with (_with_numerics(req.reference_topology, req.numerics) as topology,
+          launched_reference(topology, timeout=req.launch_timeout) as target):
         yield target
+
+
+@contextlib.contextmanager
+def _with_numerics(topology: str, numerics: str | None) -> Iterator[str]:
+    """TOPOLOGY, or (with --numerics) a copy whose reference-engine servers all run with that numerics."""
+    if numerics is None:
+        yield topology
+        return
+    import tempfile
+
+    import yaml
+
+    try:
+        doc = yaml.safe_load(Path(topology).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"--reference-topology {topology}: cannot read it: {exc}") from exc
+    if not isinstance(doc, dict) or (doc.get("engine") or {}).get("kind") != "reference":
+        raise UserError("--numerics applies to the reference engine (engine.kind: reference); "
+                        f"{topology} runs another engine")
+    for section in ("server", "colocated", "prefill", "decode"):
+        part = doc.get(section)
+        if section == "server" and part is None:
+            part = doc["server"] = {}
+        if isinstance(part, dict):
+            args = part.get("args") if isinstance(part.get("args"), dict) else {}
+            args = {k: v for k, v in args.items() if k.lstrip("-").replace("_", "-") != "numerics"}
+            part["args"] = {**args, "numerics": numerics} if section == "server" else args
+    with tempfile.TemporaryDirectory(prefix="pdctl-parity-numerics-") as tmp:
+        path = Path(tmp) / Path(topology).name
+        path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        yield str(path)
 
 
 def _model_spec_facts(model: str, *, strict: bool = True) -> dict[str, int | None]:
@@ -179,11 +234,35 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
         say(ProgressUpdate("setup", 0, 0, detail="reading server facts"))
         facts = gather_facts(candidate, reference, req)
         prompts = build_prompts(req, facts)
+        from pdctl.parity.soak import parse_soak
+
+        rounds, seconds = parse_soak(req.soak)
         opts = ParityOptions(
             modes=req.modes, tolerance=req.tolerance, max_new_tokens=req.max_new_tokens, control=req.control,
-            copies=req.copies, page_size=facts.page_size, vocab_size=facts.vocab_size,
+            copies=req.copies, page_size=facts.page_size, vocab_size=facts.vocab_size, factor=req.factor,
+            max_resyncs=req.max_resyncs, soak_rounds=rounds, soak_seconds=seconds,
         )
-        result = run_parity(candidate, reference, prompts, opts, progress)
+        say(ProgressUpdate("setup", 0, 0, detail="checking the TP splits (TP controls)"))
+        enabled = req.control and req.tp_control
+        with tp_controls(candidate, reference, urls=req.tp_control_urls, enabled=enabled, numerics=req.numerics,
+                         timeout=req.launch_timeout) as (controls, tp_info):
+            if tp_info.note:
+                say(ProgressUpdate("setup", 0, 0, detail=tp_info.note))
+            result = run_parity(candidate, reference, prompts, opts, progress, tp_controls=controls)
+        result.numerics = _numerics(candidate, reference, tp_info, req.numerics)
     result.facts = facts.describe()
     result.candidate_workers = {"prefill": list(candidate.prefill_urls), "decode": list(candidate.flush_decode)}
+    result.tp = tp_info.document()
+    result.positions = analyze(result.modes, window=facts.sliding_window, factor=req.factor,
+                               max_new_tokens=req.max_new_tokens)
     return result
+
+
+def _numerics(candidate: Target, reference: Target, tp_info: Any, asked: str | None) -> dict[str, Any]:
+    """What each side computes with, as far as its /server_info says (the reference engine reports it)."""
+    def of(target: Target) -> str | None:
+        value = (client.get_json(target.info_url, "/server_info", "/get_server_info") or {}).get("numerics")
+        return value if isinstance(value, str) else None
+
+    return {"candidate": of(candidate), "reference": of(reference), "asked": asked,
+            "controls": [c.get("numerics") for c in tp_info.controls]}
