@@ -77,9 +77,19 @@ def _info(url: str) -> dict[str, Any] | None:
     return client.get_json(url, "/server_info", "/get_server_info")
 
 
+def server_url(target: Target) -> str:
+    """The server that computes TARGET's prompts: its prefill, or the one server behind a router in front of
+    a colocated deployment (a router's own /server_info does not describe its workers' TP)."""
+    if target.prefill_urls:
+        return target.prefill_urls[0]
+    if len(target.flush_all) == 1 and not target.flush_decode:
+        return target.flush_all[0]
+    return target.info_url
+
+
 def split_of(target: Target) -> tuple[Split, dict[str, Any] | None]:
     """TARGET's split (from its prefill and decode servers when known) and its prefill's /server_info."""
-    first = _info(target.info_url)
+    first = _info(server_url(target))
     decode = _info(target.flush_decode[0]) if target.flush_decode else first
     return Split(attention_tp(first), attention_tp(decode)), first
 

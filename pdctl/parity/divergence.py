@@ -48,6 +48,7 @@ class PositionStat:
     delta: float  # |Δ logprob| of the reference's token (inf: not measurable)
     kl: float  # top-k KL(reference || other) (inf: not measurable)
     flip: bool  # the other side's greedy token differs from the reference's
+    measured: bool = True  # False: after a flip that was not resent (no floor to judge it, or cap reached)
 
 
 def topk_kl(ref_top: dict[int, float], other_top: dict[int, float]) -> float:
@@ -72,7 +73,7 @@ def position_stat(index: int, prompt_len: int, ref_token: int, ref_logprob: floa
     """The divergence of OTHER from the reference at output position INDEX."""
     seq = prompt_len + index
     if not other.measured or ref_logprob is None:
-        return PositionStat(index, seq, math.inf, math.inf, True)
+        return PositionStat(index, seq, math.inf, math.inf, False, measured=False)
     if other.ref_logprob is not None:
         delta = abs(other.ref_logprob - ref_logprob)
     elif other.top:
@@ -105,6 +106,7 @@ class Summary:
 
     positions: int
     flips: int
+    unmeasured: int
     mean_kl: float
     kl_quantiles: dict[str, float]
     delta_quantiles: dict[str, float]
@@ -112,10 +114,13 @@ class Summary:
 
     @property
     def flip_rate(self) -> float:
-        return self.flips / self.positions if self.positions else 0.0
+        """Flips per measured position."""
+        measured = self.positions - self.unmeasured
+        return self.flips / measured if measured else 0.0
 
     def document(self) -> dict[str, object]:
-        return {"positions": self.positions, "flips": self.flips, "flip_rate": round(self.flip_rate, 6),
+        return {"positions": self.positions, "unmeasured": self.unmeasured, "flips": self.flips,
+                "flip_rate": round(self.flip_rate, 6),
                 "mean_kl": _json(self.mean_kl), "kl_quantiles": {k: _json(v) for k, v in self.kl_quantiles.items()},
                 "delta_quantiles": {k: _json(v) for k, v in self.delta_quantiles.items()},
                 "max_delta": _json(self.max_delta)}
@@ -133,7 +138,8 @@ def summarize(stats: Iterable[PositionStat]) -> Summary:
     finite = [k for k in kls if math.isfinite(k)]
     mean_kl = math.inf if len(finite) < len(kls) else (sum(finite) / len(finite) if finite else 0.0)
     return Summary(
-        positions=len(items), flips=sum(s.flip for s in items), mean_kl=mean_kl,
+        positions=len(items), flips=sum(s.flip for s in items), unmeasured=sum(not s.measured for s in items),
+        mean_kl=mean_kl,
         kl_quantiles={f"p{int(q * 100)}": quantile(kls, q) for q in QUANTILES},
         delta_quantiles={f"p{int(q * 100)}": quantile(deltas, q) for q in QUANTILES},
         max_delta=max(deltas, default=0.0),

@@ -67,6 +67,9 @@ class ParityOptions:
     soak_seconds: float | None = None  # --soak 10m
 
 
+CONTROL_COPIES = 2  # the concurrent floor sends this many times the candidate's --copies
+
+
 @dataclass(frozen=True)
 class Control:
     """A correct server the floor is measured on: the reference itself, or a TP control."""
@@ -259,16 +262,18 @@ class ParityRun:
                               expect_cached=expect_cached))
 
     # -- concurrent ------------------------------------------------------------------------------------
-    def concurrent_on(self, target: Target, *, label: str, flush: bool = True, phase: str | None = None) -> list[Comparison]:
-        """The suite x copies sent at once; every answer judged as it arrives (progress stays live under PHASE,
-        default LABEL)."""
+    def concurrent_on(self, target: Target, *, label: str, flush: bool = True, phase: str | None = None,
+                      copies: int | None = None) -> list[Comparison]:
+        """The suite x COPIES (default --copies) sent at once; every answer judged as it arrives (progress stays
+        live under PHASE, default LABEL)."""
         phase = phase or label
+        copies = copies or self.opts.copies
         if flush:
             _flush(target.cold_flush_urls)
-        jobs = [(copy, i, p) for copy in range(self.opts.copies) for i, p in enumerate(self.prompts)]
+        jobs = [(copy, i, p) for copy in range(copies) for i, p in enumerate(self.prompts)]
         workers = max(1, min(self.opts.max_workers, len(jobs)))
         judged: dict[int, Comparison] = {}
-        self._report(phase, 0, len(jobs), [], f"{label}: {len(self.prompts)} prompts x {self.opts.copies} copies at once")
+        self._report(phase, 0, len(jobs), [], f"{label}: {len(self.prompts)} prompts x {copies} copies at once")
         with ThreadPoolExecutor(max_workers=workers) as pool:
             futures = {pool.submit(_try_send, target, p, self.opts): n for n, (_, _, p) in enumerate(jobs)}
             for future in as_completed(futures):
@@ -300,7 +305,8 @@ class ParityRun:
         procedures = {
             "cold": lambda t, label: self._cold_on(t, label=label),
             "warm": lambda t, label: self._warm_on(t, label=label, enforce_cache=False),
-            "concurrent": lambda t, label: self.concurrent_on(t, label=label),
+            # twice the candidate's copies: more batch compositions, so the floor reaches further into the tail
+            "concurrent": lambda t, label: self.concurrent_on(t, label=label, copies=CONTROL_COPIES * opts.copies),
         }
         wanted = [m for m in procedures if m in opts.modes or (m == "concurrent" and self._soaking)]
         for mode in wanted:

@@ -16,7 +16,7 @@ from typing import Any
 
 from pdctl.errors import UserError
 from pdctl.parity import client
-from pdctl.parity.controls import tp_controls
+from pdctl.parity.controls import server_url, tp_controls
 from pdctl.parity.endpoints import (
     Target,
     discover_workers,
@@ -261,7 +261,7 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
 def _numerics(candidate: Target, reference: Target, tp_info: Any, asked: str | None) -> dict[str, Any]:
     """What each side computes with, as far as its /server_info says (the reference engine reports it)."""
     def of(target: Target) -> str | None:
-        value = (client.get_json(target.info_url, "/server_info", "/get_server_info") or {}).get("numerics")
+        value = (client.get_json(server_url(target), "/server_info", "/get_server_info") or {}).get("numerics")
         return value if isinstance(value, str) else None
 
     return {"candidate": of(candidate), "reference": of(reference), "asked": asked,

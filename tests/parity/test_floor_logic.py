@@ -52,7 +52,7 @@ def test_position_stat_bounds_delta_when_the_token_fell_out_of_the_top_k() -> No
     stat = position_stat(5, 100, ref_token=1, ref_logprob=-0.2, ref_top={1: -0.2}, other=other)
     assert stat.sequence_position == 105 and stat.flip and stat.delta == pytest.approx(3.8)
     gone = position_stat(0, 10, 1, -0.2, {1: -0.2}, Scored(None, None, {}))
-    assert math.isinf(gone.delta) and math.isinf(gone.kl) and gone.flip
+    assert math.isinf(gone.delta) and math.isinf(gone.kl) and not gone.measured and not gone.flip
 
 
 def test_quantiles_and_summary_use_every_position() -> None:
