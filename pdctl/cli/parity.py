@@ -92,8 +92,9 @@ def _render(result, out) -> None:
     if result.soak is not None:
         _render_soak(result.soak, out)
     verdict = "[bold green]PARITY OK[/]" if result.ok else "[bold red]PARITY FAILED[/]"
-    margin = result.margin
-    out.print(verdict + (f"  (margin {_fmt(margin)})" if margin is not None else ""))
+    notes = [f"margin {_fmt(result.margin)}"] if result.margin is not None else []
+    notes += [f"{result.wall_s:.0f} s"] if result.wall_s is not None else []
+    out.print(verdict + (f"  ({', '.join(notes)})" if notes else ""))
 
 
 def _render_tp(result, out) -> None:

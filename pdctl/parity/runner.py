@@ -194,7 +194,7 @@ class ParityRun:
         passed = sum(c.passed for c in comparisons)
         self.progress(ProgressUpdate(phase, done, total, passed, len(comparisons) - passed, detail))
 
-    # -- the reference's ground truth (and the candidate's cold mode, interleaved) -----------------------
+    # -- the reference's ground truth; the cold procedure --------------------------------------------------
     def _reference_cold(self, prompt: Prompt) -> Truth:
         _flush(self.reference.cold_flush_urls)
         meta = client.generate(self.reference.url, prompt, max_new_tokens=self.opts.max_new_tokens)

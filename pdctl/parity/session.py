@@ -224,6 +224,9 @@ def build_prompts(req: ParityRequest, facts: SuiteFacts) -> list[Prompt]:
 
 def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityResult:
     """Do the whole run the user asked for; the reference topology (if any) is torn down before returning."""
+    import time
+
+    started = time.monotonic()
     req.validate()
     say = progress or (lambda _update: None)
     say(ProgressUpdate("setup", 0, 0, detail="checking the candidate"))
@@ -255,6 +258,7 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
     result.tp = tp_info.document()
     result.positions = analyze(result.modes, window=facts.sliding_window, factor=req.factor,
                                max_new_tokens=req.max_new_tokens)
+    result.wall_s = time.monotonic() - started  # the whole command: launches, controls, every mode
     return result
 
 
