@@ -32,7 +32,8 @@ CANDIDATES = ("p1d2-nixl", "p2d1-nixl")
 
 
 def _ratio(result) -> float:
-    """The run's worst score over its floor (max over modes): how far above the noise the candidate got."""
+    """The run's worst score over its floor (max over modes): how far above the noise the candidate got
+    (inf: a score above a floor of 0 — cold against a PD reference of the same split is exact)."""
     worst = 0.0
     for mode in result.modes.values():
         level = mode.floor.level if mode.floor is not None else 0.0
@@ -41,12 +42,19 @@ def _ratio(result) -> float:
     return worst
 
 
+def _cold(result) -> tuple[float, float]:
+    """(the cold mode's worst score, its threshold)."""
+    cold = result.modes["cold"]
+    return cold.numbers()["worst"], cold.floor.threshold if cold.floor is not None else 0.0
+
+
 def repetition(fleet, label: str, out: dict) -> None:
     """Clean, corrupted and soak runs of one repetition; results appended to OUT."""
     for cand in CANDIDATES:
         for ref in ("colocated", f"pd-{cand.split('-')[0]}"):
             result = fleet.judge(cand, ref)
             out["clean"].append((label, cand, ref, result.ok, _ratio(result)))
+            out["thresholds"].append(_cold(result)[1])
             print(f"  clean {cand} vs {ref}: {'pass' if result.ok else 'FALSE ALARM'}  ratio {_ratio(result):.3g}",
                   flush=True)
             for spec in CORRUPTIONS:
@@ -56,6 +64,7 @@ def repetition(fleet, label: str, out: dict) -> None:
                 finally:
                     fleet.corrupt(cand, "none")
                 out["corrupt"][spec].append((label, cand, ref, not bad.ok, _ratio(bad)))
+                out["corrupt_scores"].append(_cold(bad)[0])
                 print(f"  [{spec}] {cand} vs {ref}: {'detected' if not bad.ok else 'MISSED'}  ratio "
                       f"{_ratio(bad):.3g}  onset {bad.positions.get('first_divergent_position')}", flush=True)
     per_round = len(fleet.prompts) * fleet.opts.copies
@@ -92,6 +101,8 @@ def report(out: dict) -> None:
           f"round {[r for *_, r in soaks]}")
     print(f"separation: largest clean ratio {max(clean_ratios):.3g} vs smallest corrupted ratio {lowest:.3g} "
           f"(the floor factor 4 sits between: margins {4 / max(clean_ratios):.2f}x and {lowest / 4:.2f}x)")
+    print(f"in nats: smallest corrupted cold score {min(out['corrupt_scores']):.3g} vs largest cold threshold "
+          f"{max(out['thresholds']):.3g}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite-seeds", type=int, default=2)
     parser.add_argument("--max-prompt-tokens", type=int, default=300)
     args = parser.parse_args(argv if argv is not None else [])
-    out: dict = {"clean": [], "corrupt": defaultdict(list), "soak": []}
+    out: dict = {"clean": [], "corrupt": defaultdict(list), "soak": [], "thresholds": [], "corrupt_scores": []}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-parity-floor-") as tmp:
         checkpoint = init_checkpoint(Path(tmp) / "ckpt", seed=0)

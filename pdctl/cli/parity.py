@@ -65,28 +65,29 @@ def _render(result, out) -> None:
         for col in ("prompt", "send", "tokens", "first mismatch", "max |Δ|", "score", "flips", "prefill differs",
                     "cached", "status"):
             table.add_column(col)
-        shown = mode.failures
-        for comp in shown:
-            status = f"explained: {comp.explained_by}" if comp.explained_by else "[red]FAIL[/]"
+        for comp in mode.unexplained:  # the explained ones are in --json / --report
             table.add_row(
                 f"{comp.prompt} {comp.prompt_name}", comp.label, str(comp.prompt_tokens),
                 "-" if comp.first_mismatch is None else str(comp.first_mismatch), _fmt(comp.max_abs_delta),
                 _fmt(comp.score), str(comp.flips), f"{comp.prefill_differs} ({_fmt(comp.prefill_max_abs_delta)})",
-                str(comp.cached_tokens), status,
+                str(comp.cached_tokens), "[red]FAIL[/]",
             )
-        if not shown:
-            worst = max((c.max_abs_delta for c in mode.comparisons), default=0.0)
-            cached = [c.cached_tokens for c in mode.comparisons]
-            table.add_row("all", mode.name, "-", "-", _fmt(worst), _fmt(numbers["worst"]), "0", "-",
-                          f"min {min(cached, default=0)} / max {max(cached, default=0)}", "[green]pass[/]")
+        rest = [c for c in mode.comparisons if c.passed or c.explained_by]
+        explained = sum(1 for c in rest if not c.passed)
+        cached = [c.cached_tokens for c in rest]
+        status = "[green]pass[/]" + (f" ({explained} explained by the {'floor' if mode.floor else 'prefill'})"
+                                     if explained else "")
+        table.add_row(f"all others ({len(rest)})" if mode.unexplained else f"all ({len(rest)})", mode.name, "-", "-",
+                      _fmt(max((c.max_abs_delta for c in rest), default=0.0)),
+                      _fmt(max((c.score for c in rest), default=0.0)), str(sum(c.flips for c in rest)), "-",
+                      f"min {min(cached, default=0)} / max {max(cached, default=0)}", status)
         out.print(table)
         for comp in mode.unexplained:
             why = f" — unexplained: {comp.unexplained_because}" if comp.unexplained_because else ""
             out.print(f"  {comp.prompt_name} [{comp.label}]: {comp.reason}{why}", highlight=False, markup=False)
     positions = result.positions or {}
     if positions.get("summary"):
-        out.print(f"positions: {positions['summary']} (covered up to position {positions.get('covered_up_to')})",
-                  highlight=False, markup=False)
+        out.print(f"positions: {positions['summary']}", highlight=False, markup=False)
         if positions.get("layer_window"):
             out.print(f"  {positions['layer_window']}", highlight=False, markup=False)
     if result.soak is not None:

@@ -82,6 +82,8 @@ def explain(comparisons: list[Comparison], floor: Floor | None, *, mode: str, vo
     concurrent failure is explained by `prefill_differs` only for a prompt whose cold comparison passed in
     this run (VOUCHED): that pass shows the deployment's prefill computes the prompt right.
     """
+    if floor is not None:
+        _prefill_against_floor(comparisons, floor)
     for comp in comparisons:
         comp.explained_by = None
         comp.unexplained_because = None
@@ -108,6 +110,19 @@ def explain(comparisons: list[Comparison], floor: Floor | None, *, mode: str, vo
                 "for the deployment's prefill (run --cold with --warm/--concurrent)")
         else:
             comp.unexplained_because = "beyond the tolerance, and no floor was measured (--no-control)"
+
+
+def _prefill_against_floor(comparisons: list[Comparison], floor: Floor) -> None:
+    """`prefill_differs` (attribution only when there is a floor): beyond the tolerance AND beyond FACTOR x what
+    the controls' prompt logprobs differ by for the same prompt — under another TP split the prefill's logits
+    differ from the reference's by rounding alone, which says nothing about the deployment."""
+    noise: dict[int, float] = {}
+    for c in floor.measured:
+        if c.prefill_max_abs_delta is not None and math.isfinite(c.prefill_max_abs_delta):
+            noise[c.prompt] = max(noise.get(c.prompt, 0.0), c.prefill_max_abs_delta)
+    for comp in comparisons:
+        if comp.prefill_differs and comp.prefill_max_abs_delta is not None:
+            comp.prefill_differs = comp.prefill_max_abs_delta > floor.factor * noise.get(comp.prompt, 0.0)
 
 
 def verdict_numbers(comparisons: list[Comparison], floor: Floor | None) -> dict[str, Any]:

@@ -83,6 +83,8 @@ def _plot_positions(ax, result: ParityResult) -> None:
         ax.axvline(window, color="tab:green", linestyle=":", linewidth=1, label=f"window {window}")
     ax.set_ylim(_EPS / 2, KL_CAP * 2)
     ax.set_yscale("log")
+    if cand or floor:
+        ax.set_xscale("log")
     ax.set_xlabel("sequence position (prompt + output index)")
     ax.set_ylabel("top-k KL per position (nats)")
     ax.set_title("divergence by position")

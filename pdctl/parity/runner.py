@@ -182,7 +182,7 @@ class ParityRun:
               label: str, mode: str, expect_cached: bool = False) -> Comparison:
         """Score ANSWER on TRUTH (resending after flips); on the candidate, stop resending once the floor's
         threshold of MODE is certainly exceeded."""
-        floor = self.base.floors.get(mode) if target is self.candidate and self.opts.control else None
+        floor = self._floor_for(target, mode)
         prompt_len = int(truth.meta.get("prompt_tokens") or 0) or truth.seq.prompt_len
         decided = decided_beyond(floor.threshold if floor is not None else None, truth.seq, prompt_len)
         forced = force(answer, truth.seq, _resender(target), max_resyncs=self.opts.max_resyncs, decided=decided)
@@ -190,8 +190,16 @@ class ParityRun:
                        tolerance=self.opts.tolerance, max_new_tokens=self.opts.max_new_tokens,
                        expect_cached=expect_cached)
 
-    def _report(self, phase: str, done: int, total: int, comparisons: list[Comparison], detail: str) -> None:
-        passed = sum(c.passed for c in comparisons)
+    def _floor_for(self, target: Target, mode: str) -> Floor | None:
+        """The floor judging TARGET's comparisons of MODE now: the candidate's, once measured (else None)."""
+        return self.base.floors.get(mode) if target is self.candidate and self.opts.control else None
+
+    def _report(self, phase: str, done: int, total: int, comparisons: list[Comparison], detail: str,
+                floor: Floor | None = None) -> None:
+        """Progress: passes are comparisons within the tolerance or (the candidate's) within FLOOR's threshold."""
+        def ok(c: Comparison) -> bool:
+            return c.passed or (floor is not None and not c.hard_failure and c.score <= floor.threshold)
+        passed = sum(ok(c) for c in comparisons)
         self.progress(ProgressUpdate(phase, done, total, passed, len(comparisons) - passed, detail))
 
     # -- the reference's ground truth; the cold procedure --------------------------------------------------
@@ -216,7 +224,7 @@ class ParityRun:
         out: list[Comparison] = []
         for i, prompt in enumerate(self.prompts):
             out.append(self._cold_one(target, i, prompt, label))
-            self._report(label, i + 1, len(self.prompts), out, prompt.name)
+            self._report(label, i + 1, len(self.prompts), out, prompt.name, self._floor_for(target, "cold"))
         return out
 
     def collect_variants(self) -> None:
@@ -234,7 +242,7 @@ class ParityRun:
         n = len(self.prompts)
         for i, prompt in enumerate(self.prompts):
             self._warm_one(target, i, prompt, label, enforce_cache, out)
-            self._report(label, i + 1, n, out, prompt.name)
+            self._report(label, i + 1, n, out, prompt.name, self._floor_for(target, "warm"))
         return out
 
     def _warm_one(
@@ -281,7 +289,8 @@ class ParityRun:
                 copy, i, p = jobs[n]
                 judged[n] = self.judge(target, future.result(), self.truth[i], index=i, prompt=p,
                                        label=f"{label}#{copy}", mode="concurrent")
-                self._report(phase, len(judged), len(jobs), list(judged.values()), p.name)
+                self._report(phase, len(judged), len(jobs), list(judged.values()), p.name,
+                             self._floor_for(target, "concurrent"))
         return [judged[n] for n in range(len(jobs))]
 
     # -- floors ----------------------------------------------------------------------------------------

@@ -206,3 +206,20 @@ def test_a_baseline_refuses_a_run_it_was_not_measured_for() -> None:
     assert "max_new_tokens" in base.fits(prompts, ParityOptions(modes=("cold",), max_new_tokens=8))
     assert "no floor for concurrent" in base.fits(prompts, ParityOptions(modes=("cold", "concurrent")))
     assert KL_CAP > 1
+
+
+def test_with_a_floor_prefill_differs_only_beyond_what_the_controls_prefill_differs() -> None:
+    """Another TP split rounds the prompt's own logits otherwise too: that alone is not "prefill differed"."""
+    ref = _meta([7, 8], [-0.3, -0.3])
+
+    def with_prefill(delta: float):
+        cand = _meta([7, 8], [-0.5, -0.5])
+        cand["input_token_logprobs"] = [[None, 40, None]] + [[-1.0 - delta, 40, None]] * 2
+        return _comparison(cand, ref)
+
+    tp_noise = Floor(["tp2 control"], [with_prefill(0.2)])
+    rounding, broken = with_prefill(0.3), with_prefill(2.0)
+    assert rounding.prefill_differs and broken.prefill_differs  # both beyond the kit's tolerance
+    explain([rounding, broken], tp_noise, mode="cold")
+    assert not rounding.prefill_differs and broken.prefill_differs
+    assert rounding.prefill_max_abs_delta == pytest.approx(0.3)  # the measurement itself is kept
