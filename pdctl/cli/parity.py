@@ -12,6 +12,7 @@ import click
 from pdctl.cli.options import FiniteFloatRange, json_option, writable
 from pdctl.cli.progress import PhaseProgress, run_live
 from pdctl.errors import CheckFailed
+from pdctl.reference.args import NUMERICS  # argparse + a dataclass: no torch
 
 
 def _fmt(value: float | None) -> str:
@@ -155,7 +156,7 @@ def _render_soak(soak, out) -> None:
               help="A correct server at the candidate's attention TP (else parity starts one for the reference "
                    "engine when the TP splits differ). Repeatable.")
 @click.option("--no-tp-control", is_flag=True, help="Never use or start a TP control.")
-@click.option("--numerics", type=click.Choice(["exact", "gpu-like"]),
+@click.option("--numerics", type=click.Choice(list(NUMERICS)),
               help="Numerics of the reference-engine servers parity starts (--reference-topology, TP controls); "
                    "default: the topology's, and the candidate's for TP controls.")
 @click.option("--soak", metavar="N", help="Then send the suite N rounds (or for a duration: 90s, 10m) under "

@@ -43,6 +43,14 @@ def plot_figure(result: ParityResult):
     return fig
 
 
+def _log_x(ax) -> None:
+    """A log x axis labelled at its decades only (minor labels overlap)."""
+    from matplotlib.ticker import NullFormatter
+
+    ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def _plot_mode(ax, mode: ModeResult) -> None:
     for comps, color, marker, label in (
         (mode.control or [], "0.55", "x", "controls (correct servers)"),
@@ -59,7 +67,7 @@ def _plot_mode(ax, mode: ModeResult) -> None:
                    label=f"threshold {mode.floor.threshold:.3g}")
     ax.set_ylim(_EPS / 2, KL_CAP * 2)
     ax.set_yscale("log")
-    ax.set_xscale("log")
+    _log_x(ax)
     ax.set_title(f"{mode.name}: {'OK' if mode.ok else 'FAILED'} ({len(mode.unexplained)} beyond the floor)")
     ax.set_xlabel("prompt tokens")
     ax.set_ylabel("score (mean capped top-k KL, nats)")
@@ -84,7 +92,7 @@ def _plot_positions(ax, result: ParityResult) -> None:
     ax.set_ylim(_EPS / 2, KL_CAP * 2)
     ax.set_yscale("log")
     if cand or floor:
-        ax.set_xscale("log")
+        _log_x(ax)
     ax.set_xlabel("sequence position (prompt + output index)")
     ax.set_ylabel("top-k KL per position (nats)")
     ax.set_title("divergence by position")

@@ -31,8 +31,6 @@ from pdctl.parity.results import ParityResult
 from pdctl.parity.runner import ParityOptions, Progress, ProgressUpdate, run_parity
 from pdctl.parity.teacher import DEFAULT_MAX_RESYNCS
 
-NUMERICS = ("exact", "gpu-like")  # the reference engine's --numerics (pdctl.reference.args.NUMERICS)
-
 
 @dataclass
 class ParityRequest:
@@ -78,6 +76,10 @@ class ParityRequest:
             raise UserError("--max-prompt-tokens must be at least 2")
         if not self.factor >= 1:
             raise UserError("--floor-factor must be at least 1 (the floor itself)")
+        from pdctl.reference.args import (
+            NUMERICS,  # the reference engine's --numerics (argparse only, no torch)
+        )
+
         if self.numerics is not None and self.numerics not in NUMERICS:
             raise UserError(f"--numerics must be one of {', '.join(NUMERICS)}")
         if self.max_resyncs < 0:
