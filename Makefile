@@ -19,7 +19,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0 || $(BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu
-	$(BIN)/pip install -q -e '.[engine,eval,test]' ruff
+	$(BIN)/pip install -q -e '.[engine,eval,test,suggest]' ruff
 	$(BIN)/pip install -q --no-deps nixl==1.5.1
 	touch $(STAMP)
 
@@ -49,8 +49,12 @@ test: install sglang-env
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not e2e"
 
+# ruff; import-linter's layer contracts ([tool.importlinter] in pyproject.toml); vulture's dead code.
+# tests/test_layers.py runs the last two in `make test` too, so CI enforces them.
 lint: install
 	$(BIN)/ruff check pdctl tests benchmarks
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/vulture
 
 demo: install
 	bash scripts/demo.sh

@@ -1,4 +1,4 @@
-"""`pdctl check-compat`, `pdctl plan`, `pdctl schema`: option parsing and rendering only.
+"""`pdctl check-compat`, `pdctl plan`, `pdctl schema`: option parsing and printing only.
 
 The verdicts come from pdctl.compat, the numbers from pdctl.plan; this module turns them into rich tables
 (stderr when `--json -` owns stdout) and exit codes (0 compatible, 1 incompatible, 2 bad input).
@@ -14,10 +14,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pdctl.cli.options import json_option
-from pdctl.cli.render import console, err_console, write_json
-from pdctl.compat.findings import NOT_APPLICABLE, verdict
-from pdctl.errors import CheckFailed
+from pdctl.cli.console import console, err_console, write_json
+from pdctl.cli.options import json_option, set_option
+from pdctl.compat import compat_report
+from pdctl.compat.evaluate import plan_report
+from pdctl.compat.findings import NOT_APPLICABLE, compact_line, verdict
+from pdctl.errors import CheckFailed, UserError
+from pdctl.models import resolve_model_spec
+from pdctl.render.deployment import render
+from pdctl.topology import load_topology
+from pdctl.topology.schema import topology_json_schema
 
 _VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "warn": "yellow", "note": "cyan", "n/a": "dim"}
 
@@ -31,12 +37,11 @@ def _human(n: float) -> str:
     return f"{n} B"
 
 
-def _load(path: str) -> tuple[Any, Any]:
-    from pdctl.models import resolve_model_spec
-    from pdctl.topology import load_topology
-
-    topo = load_topology(path)
-    return topo, resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
+def _load(path: str, overrides: tuple[str, ...] = ()) -> tuple[Any, Any, Any]:
+    """The topology at PATH (with --set OVERRIDES), its model spec, and its deployment rendered once (what
+    check-compat judges)."""
+    topo = load_topology(path, overrides)
+    return topo, resolve_model_spec(topo.model, engine_kind=topo.engine.kind), render(topo)
 
 
 def _failed(report: dict[str, Any]) -> list[str]:
@@ -47,7 +52,7 @@ def _out(json_path: str | None) -> Console:
     return err_console if json_path == "-" else console
 
 
-def _render_model(out: Console, model: dict[str, Any], attn_tp: dict[str, dict[str, Any]]) -> None:
+def _print_model(out: Console, model: dict[str, Any], attn_tp: dict[str, dict[str, Any]]) -> None:
     kv = "MLA latent " + f"{model['kv_lora_rank']}+{model['qk_rope_head_dim']}" if model["mla"] else (
         f"{model['num_kv_heads']} KV heads x head_dim {model['head_dim']}")
     swa = (f"{len(model['swa_layers'])} sliding (window {model['sliding_window']}) + "
@@ -69,7 +74,7 @@ def _engine_words(info: dict[str, Any]) -> str:
     return f"SGLang {info['version']}" + (" (assumed)" if info["source"] == "assumed" else "")
 
 
-def _render_version(out: Console, info: dict[str, Any]) -> None:
+def _print_version(out: Console, info: dict[str, Any]) -> None:
     """Which SGLang version judged the commands, and why: pinned, asked from the nodes, or assumed."""
     if info["engine"] != "sglang":
         return
@@ -80,20 +85,34 @@ def _render_version(out: Console, info: dict[str, Any]) -> None:
         out.print(f"  [yellow]note:[/] {info['note']}", highlight=False)
 
 
-def _render_findings(out: Console, findings: list[dict[str, Any]], engine: str) -> None:
+def _print_findings(out: Console, findings: list[dict[str, Any]], engine: str) -> None:
+    """Every rule, one row each: rule ids and verdicts never wrap (a name split mid-word cannot be searched
+    for); only the message wraps, at word boundaries. The fixes of what failed follow the table
+    (_print_actions), so the table has no fix column to squeeze it."""
     table = Table(title=f"compatibility rules ({engine})", show_lines=False, expand=False)
-    for col in ("rule", "severity", "verdict", "stage", "message", "fix"):
-        table.add_column(col, overflow="fold")
+    table.add_column("rule", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("stage", no_wrap=True)
+    table.add_column("message", overflow="fold", ratio=1)
     for f in findings:
         word = "n/a" if f["ok"] and f["message"] == NOT_APPLICABLE else verdict(f["severity"], f["ok"])
         stage = "" if f["ok"] else f["stage"]
         # Text, not markup: messages quote user input and SGLang's texts, which may hold [brackets]
-        table.add_row(Text(f["rule"]), Text(f["severity"]), Text(word, style=_VERDICT_STYLE[word]), Text(stage),
-                      Text(f["message"]), Text(f["fix"] or ""))
+        table.add_row(Text(f["rule"]), Text(word, style=_VERDICT_STYLE[word]), Text(stage), Text(f["message"]))
     out.print(table)
 
 
-def _render_heads(out: Console, heads: list[dict[str, Any]], mla: bool) -> None:
+def _print_actions(out: Console, findings: list[dict[str, Any]]) -> None:
+    """What to act on, last: every fired warning and note in the compact 'rule (stage): message (fix)' form
+    (the errors end the output as the error's detail, in the same form)."""
+    for f in findings:
+        if not f["ok"] and f["severity"] != "error":
+            word = "warning" if f["severity"] == "warning" else "note"
+            out.print(Text(f"{word}: ", style=_VERDICT_STYLE[verdict(f["severity"], False)]) + Text(compact_line(f)),
+                      soft_wrap=True)
+
+
+def _print_heads(out: Console, heads: list[dict[str, Any]], mla: bool) -> None:
     if not heads:
         return
     title = "head ownership (MLA: one latent, replicated)" if mla else "KV head ownership per decode rank"
@@ -114,7 +133,7 @@ def _render_heads(out: Console, heads: list[dict[str, Any]], mla: bool) -> None:
     out.print(table)
 
 
-def _render_transfer(out: Console, plan: dict[str, Any] | None) -> None:
+def _print_transfer(out: Console, plan: dict[str, Any] | None) -> None:
     if not plan:
         return
     path = {"page": "whole pages (equal TP), contiguous runs merged",
@@ -149,26 +168,37 @@ def _render_transfer(out: Console, plan: dict[str, Any] | None) -> None:
 @json_option("the report")
 @click.option("--tokens", type=click.IntRange(min=1), default=8192, show_default=True,
               help="Prompt length of the request whose transfer is counted.")
-def check_compat(topology: str, json_path: str | None, tokens: int) -> None:
+@click.option("--failures-only", "-q", is_flag=True,
+              help="Only what fails (and fired warnings), each with its fix, and the verdict: no tables.")
+@set_option
+def check_compat(topology: str, json_path: str | None, tokens: int, failures_only: bool,
+                 overrides: tuple[str, ...]) -> None:
     """Check TOPOLOGY's rendered commands against every rule of the SGLang version that runs them (exit 1 if
     any error fails). engine.version picks the version; without it, pdctl says which one it assumed.
 
+    The output ends with what to act on: each failed rule as 'rule (SGLang fails at: stage): message (fix: ...)'.
     A colocated (non-PD) topology is checked against the rules about single servers only.
     """
-    from pdctl.compat import compat_report
-
-    topo, spec = _load(topology)
-    report = compat_report(topo, spec, tokens)
+    topo, spec, deployment = _load(topology, overrides)
+    report = compat_report(deployment, spec, tokens)
     out = _out(json_path)
-    _render_version(out, report["sglang"])
-    _render_model(out, report["model"], report["attn_tp"])
-    _render_findings(out, report["findings"], _engine_words(report["sglang"]))
-    _render_heads(out, report["heads"], spec.mla)
-    _render_transfer(out, report["transfer"])
-    write_json(json_path, report)
     failed = _failed(report)
+    if not failures_only:
+        _print_version(out, report["sglang"])
+        _print_model(out, report["model"], report["attn_tp"])
+        _print_findings(out, report["findings"], _engine_words(report["sglang"]))
+        if failed:  # a plan of something SGLang will not run would only be read by mistake
+            out.print("[dim]no head map or transfer plan: the topology is incompatible "
+                      "(`pdctl plan --force` shows them anyway)[/]", highlight=False)
+        else:
+            _print_heads(out, report["heads"], spec.mla)
+            _print_transfer(out, report["transfer"])
+    _print_actions(out, report["findings"])
+    write_json(json_path, report)
     if failed:
-        raise CheckFailed(f"{topo.name}: incompatible: {', '.join(failed)}")
+        errors = [f for f in report["findings"] if f["severity"] == "error" and not f["ok"]]
+        raise CheckFailed(f"{topo.name}: incompatible ({len(errors)} error(s)):",
+                          detail="\n".join(f"- {compact_line(f)}" for f in errors))
     n = len(report["findings"])
     scope = f"all {n} rules" if topo.mode == "pd" else (
         f"the {sum(f['message'] != NOT_APPLICABLE for f in report['findings'])} of {n} rules that apply to a "
@@ -185,27 +215,26 @@ def check_compat(topology: str, json_path: str | None, tokens: int) -> None:
 @click.option("--force", is_flag=True,
               help="Show the plan even when check-compat rejects the topology (still exit 1).")
 @json_option("the plan")
-def plan(topology: str, tokens: int, prefix_len: int, force: bool, json_path: str | None) -> None:
+@set_option
+def plan(topology: str, tokens: int, prefix_len: int, force: bool, json_path: str | None,
+         overrides: tuple[str, ...]) -> None:
     """Show the KV transfer plan of TOPOLOGY: head ownership and descriptors/bytes per rank pair.
 
     A topology check-compat rejects gets the findings and exit 1, not a plan of something that cannot run
     (with --force: the findings, then the plan, and still exit 1)."""
-    from pdctl.compat.evaluate import plan_report
-    from pdctl.errors import UserError
-
-    topo, spec = _load(topology)
+    topo, spec, deployment = _load(topology, overrides)
     if prefix_len > tokens:
         raise UserError(f"--prefix ({prefix_len}) is longer than --tokens ({tokens})")
     topo.require_pd("plan")  # a colocated topology has no KV transfer to plan
-    doc = plan_report(topo, spec, tokens, prefix_len, force=force)
+    doc = plan_report(deployment, spec, tokens, prefix_len, force=force)
     out = _out(json_path)
     failed = [f["rule"] for f in doc["findings"]]
     if failed:
-        _render_findings(out, doc["findings"], _engine_words(doc["sglang"]))
+        _print_findings(out, doc["findings"], _engine_words(doc["sglang"]))
     if "transfer" in doc:
-        _render_model(out, doc["model"], doc["attn_tp"])
-        _render_heads(out, doc["heads"], spec.mla)
-        _render_transfer(out, doc["transfer"])
+        _print_model(out, doc["model"], doc["attn_tp"])
+        _print_heads(out, doc["heads"], spec.mla)
+        _print_transfer(out, doc["transfer"])
         if doc["transfer"] is None:
             out.print("[yellow]no transfer plan: the attention TP sizes do not map onto each other[/]")
     write_json(json_path, doc)
@@ -218,6 +247,4 @@ def plan(topology: str, tokens: int, prefix_len: int, force: bool, json_path: st
 @click.command("schema")
 def schema() -> None:
     """Print the JSON Schema of the topology file format."""
-    from pdctl.topology.schema import topology_json_schema
-
     click.echo(json.dumps(topology_json_schema(), indent=2))

@@ -76,7 +76,7 @@ def json_target(argv: list[str]) -> str | None:
 def write_error_document(argv: list[str], message: str) -> None:
     """CLI.md: every command given `--json PATH` that exits 2 writes {"ok": false, "error": ...} there (or to
     stdout for '-'); a PATH that cannot be written is left alone (the error was already printed)."""
-    from pdctl.cli.render import write_json
+    from pdctl.cli.console import write_json
     from pdctl.errors import UserError
 
     path = json_target(argv)
@@ -99,3 +99,11 @@ class FiniteFloatRange(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+set_option = click.option(
+    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+    help="Override a topology key (dotted: prefill.tp=2, server.args.max-running-requests=8, nodes[0].host=h); "
+    "VALUE is YAML (4 = int, true = bool, '4' = text). Repeatable; checked like the file.",
+)
+"""`--set KEY=VALUE` of every command that reads a TOPOLOGY argument (pdctl.topology.overrides)."""

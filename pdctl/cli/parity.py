@@ -1,4 +1,4 @@
-"""`pdctl parity`: logprob parity of a PD deployment against a reference server (options and rendering only).
+"""`pdctl parity`: logprob parity of a PD deployment against a reference server (options and printing only).
 
 The work lives in pdctl.parity (session -> runner -> compare/results -> report).
 """
@@ -37,12 +37,14 @@ class LiveProgress(PhaseProgress):
     def __call__(self, update) -> None:
         if update.phase == "setup":  # before any prompt is sent: say what is happening
             self.note(update.detail)
+        elif not update.compares:  # collecting answers: nothing has passed or failed yet
+            self.show(update.phase, update.done, update.total, update.detail)
         else:
             self.show(update.phase, update.done, update.total,
                       f"pass {update.passed} fail {update.failed}  {update.detail}")
 
 
-def _render(result, out) -> None:
+def _print_result(result, out) -> None:
     from rich.table import Table
 
     out.print(f"candidate {result.candidate}  vs  reference {result.reference}", highlight=False)
@@ -54,7 +56,7 @@ def _render(result, out) -> None:
         out.print("candidate decode servers unknown: warm flushes nothing between its two sends", highlight=False)
     out.print(f"suite: {len(result.suite)} prompts, {result.max_new_tokens} tokens each; computed from: {result.facts}",
               highlight=False)
-    _render_tp(result, out)
+    _print_tp(result, out)
     for mode in result.modes.values():
         passed = sum(c.passed for c in mode.comparisons)
         numbers = mode.numbers()
@@ -70,7 +72,8 @@ def _render(result, out) -> None:
             table.add_row(
                 f"{comp.prompt} {comp.prompt_name}", comp.label, str(comp.prompt_tokens),
                 "-" if comp.first_mismatch is None else str(comp.first_mismatch), _fmt(comp.max_abs_delta),
-                _fmt(comp.score), str(comp.flips), f"{comp.prefill_differs} ({_fmt(comp.prefill_max_abs_delta)})",
+                _fmt(comp.score), str(comp.flips),
+                f"{'yes' if comp.prefill_differs else 'no'} ({_fmt(comp.prefill_max_abs_delta)})",
                 str(comp.cached_tokens), "[red]FAIL[/]",
             )
         rest = [c for c in mode.comparisons if c.passed or c.explained_by]
@@ -92,14 +95,14 @@ def _render(result, out) -> None:
         if positions.get("layer_window"):
             out.print(f"  {positions['layer_window']}", highlight=False, markup=False)
     if result.soak is not None:
-        _render_soak(result.soak, out)
+        _print_soak(result.soak, out)
     verdict = "[bold green]PARITY OK[/]" if result.ok else "[bold red]PARITY FAILED[/]"
     notes = [f"margin {_fmt(result.margin)}"] if result.margin is not None else []
     notes += [f"{result.wall_s:.0f} s"] if result.wall_s is not None else []
     out.print(verdict + (f"  ({', '.join(notes)})" if notes else ""))
 
 
-def _render_tp(result, out) -> None:
+def _print_tp(result, out) -> None:
     tp = result.tp or {}
     if not tp:
         return
@@ -111,7 +114,7 @@ def _render_tp(result, out) -> None:
         out.print(f"[yellow]note:[/] {tp['note']}", highlight=False)
 
 
-def _render_soak(soak, out) -> None:
+def _print_soak(soak, out) -> None:
     from rich.table import Table
 
     doc = soak.document()
@@ -201,7 +204,7 @@ def parity(candidate_url, run_dir, reference_url, reference_topology, decode_url
         seed=seed, launch_timeout=launch_timeout, factor=factor, tp_control_urls=tuple(tp_control_urls),
         tp_control=not no_tp_control, numerics=numerics, soak=soak,
     )
-    result = run_live(LiveProgress, lambda progress: run_request(req, progress=progress), render=_render,
+    result = run_live(LiveProgress, lambda progress: run_request(req, progress=progress), show=_print_result,
                       json_path=json_path, report_path=report_path, write_report=_write_report)
     if not result.ok:
         bad = [f"{len(mode.unexplained)} unexplained failure(s) in {name}" for name, mode in result.modes.items()

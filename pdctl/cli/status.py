@@ -1,4 +1,4 @@
-"""`pdctl status [--watch]`: option parsing and rendering only (health and figures: pdctl.launch.runstatus,
+"""`pdctl status [--watch]`: option parsing and printing only (health and figures: pdctl.launch.status,
 the metrics maths: pdctl.metrics)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
+from pdctl.cli.console import console, err_console, write_json
 from pdctl.cli.options import FiniteFloatRange, json_option, run_dir_option
-from pdctl.cli.render import console, err_console, write_json
 
 DASH = "—"
 
@@ -20,18 +20,21 @@ DASH = "—"
                    "ITL percentiles over the last interval, transfer failures) until Ctrl-C.")
 @click.option("--interval", type=FiniteFloatRange(min=0.2), default=2.0, show_default=True,
               help="Seconds between refreshes of --watch.")
+@click.option("--stall-after", type=FiniteFloatRange(min=1.0), default=60.0, show_default=True,
+              help="--watch: seconds KV transfers may not move (requests in transfer, none completing; or the "
+                   "transfer queue growing while KV use stays flat) before an alarm.")
 @json_option("the status document (with --watch: rewritten every refresh; '-' = one JSON line per refresh)")
-def status(run_dir: str | None, watch: bool, interval: float, json_path: str | None) -> None:
+def status(run_dir: str | None, watch: bool, interval: float, stall_after: float, json_path: str | None) -> None:
     """Health of every process of a run and of the router, with their metrics (exit 1 if any is unhealthy).
 
     With --watch: the live metrics view, refreshed every --interval seconds; Ctrl-C ends it (exit 0)."""
     if watch:
-        _watch(run_dir, interval, json_path)
+        _watch(run_dir, interval, stall_after, json_path)
         return
     from rich.table import Table
 
     from pdctl.errors import CheckFailed
-    from pdctl.launch.runstatus import status as run_status
+    from pdctl.launch.status import status as run_status
 
     doc = run_status(run_dir)
     out = err_console if json_path == "-" else console
@@ -51,6 +54,11 @@ def status(run_dir: str | None, watch: bool, interval: float, json_path: str | N
     for p in doc["processes"]:
         if p.get("transfer_path"):
             out.print(f"KV path of {p['name']} ({p['node']}): {p['transfer_path']}", highlight=False)
+    for p in doc["processes"]:
+        kv = p.get("kv_capacity")
+        if kv:
+            color = {"agrees": "green", "differs": "yellow"}.get(kv["verdict"], "dim")
+            out.print(f"KV capacity of {p['name']}: [{color}]{kv['verdict']}[/] — {kv['detail']}", highlight=False)
     write_json(json_path, doc)
     if not doc["ok"]:
         if doc.get("state") == "stopped":
@@ -59,7 +67,7 @@ def status(run_dir: str | None, watch: bool, interval: float, json_path: str | N
         raise CheckFailed(f"not healthy: {', '.join(bad)}")
 
 
-def _watch(run_dir: str | None, interval: float, json_path: str | None) -> None:
+def _watch(run_dir: str | None, interval: float, stall_after: float, json_path: str | None) -> None:
     """Refresh until Ctrl-C: a live table on a terminal, one table per refresh otherwise; with --json, the
     latest document in PATH (or one JSON line per refresh on stdout). Ctrl-C is the normal end: exit 0,
     as `pdctl logs --follow`."""
@@ -67,18 +75,20 @@ def _watch(run_dir: str | None, interval: float, json_path: str | None) -> None:
     import sys
     import time
 
-    from pdctl.launch.runstatus import live, run_watch
+    from pdctl.launch.status import live, run_watch
+    from pdctl.metrics.alarms import StallDetector
     from pdctl.runs import read_state, resolve_run_dir
 
     path = resolve_run_dir(run_dir)
     state = read_state(path)
     watch = run_watch(path, state)
+    detector = StallDetector(stall_after)
     out = err_console if json_path == "-" else console
     view: Any = None
     try:
         while True:
-            doc = live(path, state, watch)
-            table = live_table(doc, interval)
+            doc = live(path, state, watch, detector)
+            table = live_view(doc, interval)
             if out.is_terminal:
                 if view is None:
                     from rich.live import Live
@@ -107,6 +117,15 @@ def _wide(out: Any) -> Any:
     from rich.console import Console
 
     return Console(file=out.file, width=max(out.width, 160), highlight=False)
+
+
+def live_view(doc: dict[str, Any], interval: float) -> Any:
+    """The --watch table of one refresh, with its alarms (red) under it."""
+    from rich.console import Group
+    from rich.text import Text
+
+    alarms = [Text(f"ALARM {a['process']}: {a['message']}", style="bold red") for a in doc.get("alarms", [])]
+    return Group(live_table(doc, interval), *alarms) if alarms else live_table(doc, interval)
 
 
 def live_table(doc: dict[str, Any], interval: float) -> Any:

@@ -8,7 +8,7 @@ it (pdctl/sglang/stages.py): what the mistake would cost if pdctl did not catch 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pdctl.sglang.stages import check_stage
@@ -41,11 +41,13 @@ def fired(message: str) -> Outcome:
 
 @dataclass(frozen=True)
 class Rule:
-    """One compatibility rule; `mirrors` names the SGLang behaviour it reproduces (for docs).
+    """One compatibility rule (docs/check-compat.md says which SGLang behaviour each one mirrors).
 
     `stage`: where SGLang fails without this rule (a key of pdctl.sglang.stages.STAGES).
     `colocated` marks the rules that apply to a single plain (non-PD) server too: a `mode: colocated`
     topology runs only those, and lists the others as passing with NOT_APPLICABLE.
+    `incident`: the public report of a field incident the rule catches (SGLang has no guard for it: the
+    differential suite against SGLang's own code leaves these rules out of its verdict comparison).
     """
 
     id: str
@@ -54,8 +56,8 @@ class Rule:
     check: Callable[[Context], Outcome]
     fix: str
     summary: str
-    mirrors: str = ""
-    colocated: bool = False
+    colocated: bool = field(default=False, kw_only=True)
+    incident: str | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         check_stage(self.stage)
@@ -90,3 +92,14 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape CLI.md fixes (rule, severity, ok, message, fix) plus the failure stage."""
         return asdict(self)
+
+    def compact(self) -> str:
+        """One line to act on: 'rule (SGLang fails at: stage): message (fix: ...)'."""
+        return compact_line(self.to_dict())
+
+
+def compact_line(finding: dict[str, Any]) -> str:
+    """A finding (its JSON form) as the one line check-compat ends with and launch refuses with:
+    'rule (SGLang fails at: stage): message (fix: ...)'. One format for every place that lists failures."""
+    fix = f" (fix: {finding['fix']})" if finding.get("fix") else ""
+    return f"{finding['rule']} (SGLang fails at: {finding['stage']}): {finding['message']}{fix}"

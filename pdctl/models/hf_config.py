@@ -13,6 +13,7 @@ from typing import Any
 from pdctl.errors import UserError
 from pdctl.jsonfiles import read_json_object
 from pdctl.models.spec import LayerType, ModelSpec
+from pdctl.models.weights import weights_from_config
 
 _SLIDING = {"sliding_attention", "sliding", "local_attention", "swa"}
 _FULL = {"full_attention", "full", "attention", "global_attention"}
@@ -34,6 +35,7 @@ def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None) 
 
 def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpec:
     """Build a ModelSpec from a config.json dict; missing/odd keys name the file (`source`) and the key."""
+    top = cfg
     if "num_hidden_layers" not in cfg and isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k == "_name_or_path"}}
     layers = _int(cfg, "num_hidden_layers", source)
@@ -64,6 +66,8 @@ def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpe
             layer_types=layer_types, sliding_window=window, mla=mla, kv_lora_rank=kv_lora_rank if mla else None,
             hidden_size=hidden, vocab_size=_int(cfg, "vocab_size", source), source=source,
             qk_rope_head_dim=(rope if rope is not None else 64) if mla else None,
+            model_type=str(top.get("model_type") or cfg.get("model_type") or "") or None,
+            context_length=_int(cfg, "max_position_embeddings", source), weights=weights_from_config(top),
         )
     except ValueError as exc:
         raise UserError(f"{source}: {exc}") from None

@@ -6,14 +6,49 @@ pdctl's CPU reference engine (pdctl.reference.checkpoint), so a local topology c
 
 from __future__ import annotations
 
+from typing import Any
+
 from pdctl.models.spec import ModelSpec, alternating
+from pdctl.models.weights import weights_from_config
+
+# The published config.json fields the weight count reads (openai/gpt-oss-*, meta-llama/Llama-3.1-8B,
+# deepseek-ai/DeepSeek-V3): sizes, experts, and how the checkpoint stores them.
+_GPT_OSS: dict[str, Any] = {
+    "model_type": "gpt_oss", "hidden_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8,
+    "head_dim": 64, "intermediate_size": 2880, "vocab_size": 201088, "attention_bias": True,
+    "tie_word_embeddings": False, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+    "quantization_config": {"quant_method": "mxfp4"},
+}
+CONFIGS: dict[str, dict[str, Any]] = {
+    "gpt-oss-20b": {**_GPT_OSS, "num_hidden_layers": 24, "num_local_experts": 32},
+    "gpt-oss-120b": {**_GPT_OSS, "num_hidden_layers": 36, "num_local_experts": 128},
+    "llama-3.1-8b": {
+        "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, "tie_word_embeddings": False,
+        "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+    },
+    "deepseek-v3": {
+        "model_type": "deepseek_v3", "hidden_size": 7168, "num_hidden_layers": 61, "num_attention_heads": 128,
+        "num_key_value_heads": 128, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+        "n_routed_experts": 256, "n_shared_experts": 1, "first_k_dense_replace": 3, "kv_lora_rank": 512,
+        "q_lora_rank": 1536, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+        "vocab_size": 129280, "max_position_embeddings": 163840, "torch_dtype": "bfloat16",
+        "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]},
+    },
+}
+
+
+def _published(name: str) -> dict[str, Any]:
+    cfg = CONFIGS[name]
+    return {"model_type": cfg["model_type"], "context_length": cfg["max_position_embeddings"],
+            "weights": weights_from_config(cfg)}
 
 
 def _gpt_oss(name: str, layers: int) -> ModelSpec:
     return ModelSpec(
         name=name, num_layers=layers, num_attention_heads=64, num_kv_heads=8, head_dim=64,
         layer_types=alternating(layers), sliding_window=128, hidden_size=2880, vocab_size=201088,
-        source=f"preset:{name}",
+        source=f"preset:{name}", **_published(name),
     )
 
 
@@ -23,17 +58,17 @@ PRESETS: dict[str, ModelSpec] = {
     "llama-3.1-8b": ModelSpec(
         name="llama-3.1-8b", num_layers=32, num_attention_heads=32, num_kv_heads=8, head_dim=128,
         layer_types=["full"] * 32, sliding_window=None, hidden_size=4096, vocab_size=128256,
-        source="preset:llama-3.1-8b",
+        source="preset:llama-3.1-8b", **_published("llama-3.1-8b"),
     ),
     "deepseek-v3": ModelSpec(
         name="deepseek-v3", num_layers=61, num_attention_heads=128, num_kv_heads=128, head_dim=192,
         layer_types=["full"] * 61, sliding_window=None, mla=True, kv_lora_rank=512, qk_rope_head_dim=64,
-        hidden_size=7168, vocab_size=129280, source="preset:deepseek-v3",
+        hidden_size=7168, vocab_size=129280, source="preset:deepseek-v3", **_published("deepseek-v3"),
     ),
     "reference-tiny": ModelSpec(
         name="reference-tiny", num_layers=4, num_attention_heads=16, num_kv_heads=8, head_dim=16,
         layer_types=alternating(4), sliding_window=32, hidden_size=128, vocab_size=258,
-        source="preset:reference-tiny",
+        source="preset:reference-tiny", model_type="pdctl-reference", context_length=4096,
     ),
 }
 

@@ -8,7 +8,10 @@ apply). Everything else about the model is irrelevant to PD compatibility and is
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pdctl.models.weights import Weights
 
 LayerType = Literal["sliding", "full"]
 
@@ -31,6 +34,11 @@ class ModelSpec:
     source: str = ""
     qk_rope_head_dim: int | None = None  # MLA: the rope part cached next to the latent (DeepSeek: 64)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    # For the field-incident rules: config.json's model_type (gpt_oss, deepseek_v3, ...), the context length
+    # SGLang serves by default (max_position_embeddings), the weights per group (KV-capacity estimate).
+    model_type: str | None = None
+    context_length: int | None = None
+    weights: Weights | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.layer_types) != self.num_layers:
@@ -68,6 +76,7 @@ class ModelSpec:
         """JSON-friendly view, with the derived full/SWA split that check-compat shows."""
         d = asdict(self)
         d.pop("extra", None)
+        d.pop("weights", None)
         d["hybrid_swa"] = self.hybrid_swa
         d["full_layers"] = self.full_layers
         d["swa_layers"] = self.swa_layers

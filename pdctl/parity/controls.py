@@ -35,15 +35,17 @@ from pathlib import Path
 from typing import Any
 
 from pdctl.errors import CheckFailed, UserError
-from pdctl.parity import client
-from pdctl.parity.endpoints import Target, target_from_url
+from pdctl.executors.logtail import tail_lines
+from pdctl.extras import PROCESS_NEEDS, first_missing
 from pdctl.parity.prompts import first_info
 from pdctl.parity.runner import Control
+from pdctl.target import Target, check_reachable, get_json, target_from_url
 
 # flags of the reference engine copied from the reference's /server_info onto a launched control
 _COPIED = ("page_size", "kv_cache_dtype", "kv_layout", "max_total_tokens", "swa_max_total_tokens", "context_length",
            "random_seed", "chunked_prefill_size", "num_threads", "schedule_conservativeness")
 _BARE = ("disable_hybrid_swa_memory", "disable_radix_cache")
+LOG_TAIL = 30  # lines of a failed control's log in the error
 
 
 def attention_tp(info: dict[str, Any] | None) -> int | None:
@@ -74,7 +76,7 @@ class Split:
 
 
 def _info(url: str) -> dict[str, Any] | None:
-    return client.get_json(url, "/server_info", "/get_server_info")
+    return get_json(url, "/server_info", "/get_server_info")
 
 
 def server_url(target: Target) -> str:
@@ -138,8 +140,6 @@ def control_argv(info: dict[str, Any], *, tp: int, numerics: str | None, port_fi
 @contextlib.contextmanager
 def launched_control(info: dict[str, Any], *, tp: int, numerics: str | None, timeout: float) -> Iterator[Target]:
     """A colocated reference-engine server at TP for the block; its log tail in the error if it fails."""
-    from pdctl.extras import PROCESS_NEEDS, first_missing
-
     missing = first_missing(PROCESS_NEEDS["pdctl.reference"], f"a TP{tp} control (pdctl.reference)")
     if missing is not None:
         raise missing
@@ -158,25 +158,19 @@ def launched_control(info: dict[str, Any], *, tp: int, numerics: str | None, tim
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _tail(path: Path, n: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return ""
-
-
 def _wait_up(proc: subprocess.Popen, port_file: Path, log_path: Path, *, tp: int, timeout: float) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise CheckFailed(f"the TP{tp} control (pdctl.reference) exited with {proc.returncode}",
-                              detail=_tail(log_path))
+                              detail=tail_lines(log_path, LOG_TAIL))
         if port_file.exists():
             url = f"http://127.0.0.1:{int(json.loads(port_file.read_text())['port'])}"
-            if client.get_json(url, "/server_info") is not None:
+            if get_json(url, "/server_info") is not None:
                 return url
         time.sleep(0.2)
-    raise CheckFailed(f"the TP{tp} control (pdctl.reference) was not up after {timeout:g} s", detail=_tail(log_path))
+    raise CheckFailed(f"the TP{tp} control (pdctl.reference) was not up after {timeout:g} s",
+                      detail=tail_lines(log_path, LOG_TAIL))
 
 
 def _stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
@@ -202,7 +196,7 @@ def tp_controls(candidate: Target, reference: Target, *, urls: tuple[str, ...] =
     if urls:
         controls = []
         for url in urls:
-            client.check_reachable(url, "--tp-control")
+            check_reachable(url, "--tp-control")
             tp = attention_tp(_info(url))
             controls.append(Control(f"tp{tp} control" if tp else f"control {url}", target_from_url(url)))
             info.controls.append({"tp": tp, "url": url, "source": "given"})

@@ -4,7 +4,7 @@ Why HTML with an embedded PNG: the report is something a user attaches to an iss
 PR #40909's validation did with its numbers); one file with no external assets opens anywhere. matplotlib
 is imported lazily through pdctl.htmlreport (Agg backend, no display on servers).
 
-Plots (log scale, so that a pass is never a flat line at zero): per mode, every comparison's score by
+Plots (log scale from a decade under the smallest value drawn, so that a pass is never a flat line at zero): per mode, every comparison's score by
 prompt length with the controls' scores and the threshold; the divergence at every scored position by
 sequence position (the position-resolved view); and, with --soak, each round's scores by served requests.
 """
@@ -16,29 +16,52 @@ import math
 from pathlib import Path
 from typing import Any
 
+from pdctl import htmlreport
+from pdctl.htmlreport import figure_png_base64, pyplot
 from pdctl.parity.compare import KL_CAP, Comparison
+from pdctl.parity.floor import STATISTIC
 from pdctl.parity.results import ModeResult, ParityResult
 
-_EPS = 1e-7  # log-scale plots: zero is drawn here
+_EPS = 1e-7  # log-scale plots: the axis' bottom is at most a decade under this
+_LOWEST = 1e-20
 
 
-def _y(value: float) -> float:
-    return max(_EPS, min(value, KL_CAP)) if math.isfinite(value) else KL_CAP
+def _bottom(values: list[float]) -> float:
+    """The bottom of a log axis: a decade under the smallest positive value plotted (a pass is typically 1e-17,
+    float rounding: issue 20), at most a decade under _EPS; exact zeros are drawn there."""
+    positive = [v for v in values if math.isfinite(v) and v > 0]
+    return max(_LOWEST, min([*positive, _EPS]) / 10)
+
+
+def _y(value: float, bottom: float) -> float:
+    return max(bottom, min(value, KL_CAP)) if math.isfinite(value) else KL_CAP
+
+
+def _plotted(result: ParityResult) -> list[float]:
+    """Every value the plots draw: scores, per-position KLs, floors, soak rounds."""
+    values: list[float] = []
+    for mode in result.modes.values():
+        for comp in [*mode.comparisons, *(mode.control or [])]:
+            values += [comp.score, *(p.kl for p in comp.positions)]
+        if mode.floor is not None:
+            values += [mode.floor.level, mode.floor.threshold]
+    if result.soak is not None:
+        values += [v for r in result.soak.rounds for v in (r.mean, r.worst)]
+    return values
 
 
 def plot_figure(result: ParityResult):
     """Scores per mode, divergence by sequence position, and the soak rounds (when there are any)."""
-    from pdctl.htmlreport import pyplot
-
     plt = pyplot()
     modes = list(result.modes.values())
     panels = len(modes) + 1 + (1 if result.soak is not None else 0)
     fig, axes = plt.subplots(1, panels, figsize=(5.0 * panels, 4.0), squeeze=False)
+    bottom = _bottom(_plotted(result))
     for ax, mode in zip(axes[0], modes):
-        _plot_mode(ax, mode)
-    _plot_positions(axes[0][len(modes)], result)
+        _plot_mode(ax, mode, bottom)
+    _plot_positions(axes[0][len(modes)], result, bottom)
     if result.soak is not None:
-        _plot_soak(axes[0][-1], result.soak)
+        _plot_soak(axes[0][-1], result.soak, bottom)
     fig.tight_layout()
     return fig
 
@@ -51,34 +74,37 @@ def _log_x(ax) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
-def _plot_mode(ax, mode: ModeResult) -> None:
+def _plot_mode(ax, mode: ModeResult, bottom: float) -> None:
     for comps, color, marker, label in (
         (mode.control or [], "0.55", "x", "controls (correct servers)"),
         ([c for c in mode.comparisons if c.passed or c.explained_by], "tab:blue", "o", "candidate"),
         (mode.unexplained, "tab:red", "o", "candidate, beyond the floor"),
     ):
         if comps:
-            ax.scatter([c.prompt_tokens for c in comps], [_y(c.score) for c in comps], c=color, marker=marker,
-                       s=18, alpha=0.8, label=label)
+            ax.scatter([c.prompt_tokens for c in comps], [_y(c.score, bottom) for c in comps], c=color,
+                       marker=marker, s=18, alpha=0.8, label=label)
     if mode.floor is not None:
-        ax.axhline(_y(mode.floor.level), color="0.4", linestyle=":", linewidth=1,
+        ax.axhline(_y(mode.floor.level, bottom), color="0.4", linestyle=":", linewidth=1,
                    label=f"floor {mode.floor.level:.3g}")
-        ax.axhline(_y(mode.floor.threshold), color="tab:red", linestyle="--", linewidth=1,
+        ax.axhline(_y(mode.floor.threshold, bottom), color="tab:red", linestyle="--", linewidth=1,
                    label=f"threshold {mode.floor.threshold:.3g}")
-    ax.set_ylim(_EPS / 2, KL_CAP * 2)
+    ax.set_ylim(bottom, KL_CAP * 2)
     ax.set_yscale("log")
     _log_x(ax)
     ax.set_title(f"{mode.name}: {'OK' if mode.ok else 'FAILED'} ({len(mode.unexplained)} beyond the floor)")
     ax.set_xlabel("prompt tokens")
-    ax.set_ylabel("score (mean capped top-k KL, nats)")
+    ax.set_ylabel("score (mean capped top-k KL, nats; log, 0 at the bottom)")
     ax.legend(fontsize=7, loc="upper left")
 
 
-def _plot_positions(ax, result: ParityResult) -> None:
-    cand = [(p.sequence_position, _y(p.kl)) for m in result.modes.values() for c in m.comparisons for p in c.positions]
-    floor = [(p.sequence_position, _y(p.kl)) for m in result.modes.values() for c in (m.control or [])
-             for p in c.positions]
-    bad = [(p.sequence_position, _y(p.kl)) for m in result.modes.values() for c in m.unexplained for p in c.positions]
+def _plot_positions(ax, result: ParityResult, bottom: float) -> None:
+    def points(pick) -> list[tuple[int, float]]:
+        return [(p.sequence_position, _y(p.kl, bottom)) for m in result.modes.values() for c in pick(m)
+                for p in c.positions]
+
+    cand = points(lambda m: m.comparisons)
+    floor = points(lambda m: m.control or [])
+    bad = points(lambda m: m.unexplained)
     for points, color, label in ((floor, "0.6", "controls"), (cand, "tab:blue", "candidate"),
                                  (bad, "tab:red", "failed comparisons")):
         if points:
@@ -89,7 +115,7 @@ def _plot_positions(ax, result: ParityResult) -> None:
     window = (result.positions or {}).get("window")
     if window:
         ax.axvline(window, color="tab:green", linestyle=":", linewidth=1, label=f"window {window}")
-    ax.set_ylim(_EPS / 2, KL_CAP * 2)
+    ax.set_ylim(bottom, KL_CAP * 2)
     ax.set_yscale("log")
     if cand or floor:
         _log_x(ax)
@@ -99,18 +125,23 @@ def _plot_positions(ax, result: ParityResult) -> None:
     ax.legend(fontsize=7, loc="upper left")
 
 
-def _plot_soak(ax, soak: Any) -> None:
+def _plot_soak(ax, soak: Any, bottom: float) -> None:
     rounds = soak.rounds
     xs = [r.served_before for r in rounds]
-    ax.plot(xs, [_y(r.mean) for r in rounds], color="tab:blue", marker="o", label="mean score")
-    ax.plot(xs, [_y(r.worst) for r in rounds], color="tab:purple", marker="^", label="worst score")
+    ax.plot(xs, [_y(r.mean, bottom) for r in rounds], color="tab:blue", marker="o", label="mean score")
+    ax.plot(xs, [_y(r.worst, bottom) for r in rounds], color="tab:purple", marker="^", label="worst score")
     if soak.floor is not None:
-        ax.axhline(_y(soak.floor.threshold), color="tab:red", linestyle="--", linewidth=1, label="threshold")
-    ax.set_ylim(_EPS / 2, KL_CAP * 2)
+        ax.axhline(_y(soak.floor.threshold, bottom), color="tab:red", linestyle="--", linewidth=1, label="threshold")
+    ax.set_ylim(bottom, KL_CAP * 2)
     ax.set_yscale("log")
     ax.set_xlabel("requests served before the round")
     ax.set_title(f"soak: {'OK' if soak.ok else 'FAILED'}")
     ax.legend(fontsize=7, loc="upper left")
+
+
+def yes_no(value: bool | None) -> str:
+    """A flag as a reader says it (reports never print Python's True/False)."""
+    return "—" if value is None else ("yes" if value else "no")
 
 
 def _why(comp: Comparison) -> str:
@@ -146,7 +177,7 @@ def _mode_table(mode: ModeResult) -> str:
                 p=comp.prompt, name=html.escape(comp.prompt_name), label=html.escape(comp.label),
                 tok=comp.prompt_tokens, fm="—" if comp.first_mismatch is None else comp.first_mismatch,
                 d=_fmt(comp.max_abs_delta), sc=_fmt(comp.score), fl=f"{comp.flips} ({comp.resyncs} resends)",
-                pd=html.escape(f"{comp.prefill_differs} ({_fmt(comp.prefill_max_abs_delta)})"),
+                pd=html.escape(f"{yes_no(comp.prefill_differs)} ({_fmt(comp.prefill_max_abs_delta)})"),
                 ct=comp.cached_tokens, st=status, why=html.escape(_why(comp)),
             )
         )
@@ -194,9 +225,6 @@ def _soak_html(soak: Any) -> str:
 
 def render_html(result: ParityResult) -> str:
     """The whole report as one HTML string (the plot inlined as a base64 PNG)."""
-    from pdctl.htmlreport import figure_png_base64
-    from pdctl.parity.floor import STATISTIC
-
     png = figure_png_base64(plot_figure(result), dpi=100)
     verdict = "PASS" if result.ok else "FAIL"
     tp = result.tp or {}
@@ -229,6 +257,4 @@ suite computed from: {html.escape(result.facts or 'prompts file')}</p>
 
 def write_report(result: ParityResult, path: str | Path) -> Path:
     """Write the HTML report to PATH (bad path = exit 2)."""
-    from pdctl import htmlreport
-
     return htmlreport.write_report(render_html(result), path)

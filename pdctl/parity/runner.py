@@ -26,11 +26,12 @@ from typing import Any
 from pdctl.errors import CheckFailed
 from pdctl.parity import client
 from pdctl.parity.compare import Comparison, compare, decided_beyond
-from pdctl.parity.endpoints import Target
 from pdctl.parity.floor import DEFAULT_FACTOR, Floor
 from pdctl.parity.prompts import Prompt, shared_prefix_variant
 from pdctl.parity.results import ModeResult, ParityResult
+from pdctl.parity.soak import run_soak
 from pdctl.parity.teacher import DEFAULT_MAX_RESYNCS, RefSequence, force, reference_sequence
+from pdctl.target import Target
 
 
 @dataclass(frozen=True)
@@ -44,9 +45,12 @@ class ProgressUpdate:
     passed: int = 0
     failed: int = 0
     detail: str = ""
+    compares: bool = True  # False: a phase that only collects answers (nothing passes or fails in it)
 
 
 Progress = Callable[[ProgressUpdate], None]
+# warm's preparation: the reference's cold answers to each prompt's shared-prefix variant (compared in warm)
+VARIANTS_PHASE = "warm prep: reference answers to shared-prefix variants"
 
 
 @dataclass(frozen=True)
@@ -194,13 +198,15 @@ class ParityRun:
         """The floor judging TARGET's comparisons of MODE now: the candidate's, once measured (else None)."""
         return self.base.floors.get(mode) if target is self.candidate and self.opts.control else None
 
-    def _report(self, phase: str, done: int, total: int, comparisons: list[Comparison], detail: str,
+    def _report(self, phase: str, done: int, total: int, comparisons: list[Comparison] | None, detail: str,
                 floor: Floor | None = None) -> None:
-        """Progress: passes are comparisons within the tolerance or (the candidate's) within FLOOR's threshold."""
+        """Progress: passes are comparisons within the tolerance or (the candidate's) within FLOOR's threshold.
+        COMPARISONS None: the phase collects answers only (its progress shows no pass/fail counts)."""
         def ok(c: Comparison) -> bool:
             return c.passed or (floor is not None and not c.hard_failure and c.score <= floor.threshold)
-        passed = sum(ok(c) for c in comparisons)
-        self.progress(ProgressUpdate(phase, done, total, passed, len(comparisons) - passed, detail))
+        passed = sum(ok(c) for c in comparisons or [])
+        self.progress(ProgressUpdate(phase, done, total, passed, len(comparisons or []) - passed, detail,
+                                     compares=comparisons is not None))
 
     # -- the reference's ground truth; the cold procedure --------------------------------------------------
     def _reference_cold(self, prompt: Prompt) -> Truth:
@@ -213,7 +219,7 @@ class ParityRun:
         n = len(self.prompts)
         for i, prompt in enumerate(self.prompts):
             self.base.truth.append(self._reference_cold(prompt))
-            self._report("reference", i + 1, n, [], prompt.name)
+            self._report("reference", i + 1, n, None, prompt.name)
 
     def _cold_one(self, target: Target, i: int, prompt: Prompt, label: str) -> Comparison:
         _flush(target.cold_flush_urls)
@@ -234,7 +240,7 @@ class ParityRun:
             variant = shared_prefix_variant(prompt, page_size=self.opts.page_size, vocab_size=self.opts.vocab_size)
             self.base.variants.append(variant)
             self.base.variant_truth.append(self._reference_cold(variant) if variant is not None else None)
-            self._report("reference variants", i + 1, n, [], variant.name if variant else prompt.name)
+            self._report(VARIANTS_PHASE, i + 1, n, None, variant.name if variant else prompt.name)
 
     # -- warm ------------------------------------------------------------------------------------------
     def _warm_on(self, target: Target, *, label: str, enforce_cache: bool) -> list[Comparison]:
@@ -352,9 +358,10 @@ class ParityRun:
             mode.explain(vouched)
         soak = None
         if self._soaking:
-            from pdctl.parity.soak import run_soak
+            def send_round(index: int) -> list[Comparison]:
+                return self.concurrent_on(cand, label=f"soak{index}", flush=index == 1, phase="soak")
 
-            soak = run_soak(self, floors.get("concurrent"))
+            soak = run_soak(send_round, floors.get("concurrent"), rounds=opts.soak_rounds, seconds=opts.soak_seconds)
         return modes, soak
 
 

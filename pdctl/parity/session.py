@@ -14,22 +14,20 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from pdctl.errors import UserError
-from pdctl.parity import client
+from pdctl.errors import CheckFailed, UserError
+from pdctl.launch.scoped import launched_reference
+from pdctl.liveness import check_run
+from pdctl.models import resolve_model_spec
 from pdctl.parity.controls import server_url, tp_controls
-from pdctl.parity.endpoints import (
-    Target,
-    discover_workers,
-    launched_reference,
-    target_from_run_dir,
-    target_from_url,
-)
 from pdctl.parity.floor import DEFAULT_FACTOR
 from pdctl.parity.positions import analyze
 from pdctl.parity.prompts import Prompt, SuiteFacts, default_suite, facts_from_info, load_prompts_file
 from pdctl.parity.results import ParityResult
 from pdctl.parity.runner import ParityOptions, Progress, ProgressUpdate, run_parity
+from pdctl.parity.soak import parse_soak
 from pdctl.parity.teacher import DEFAULT_MAX_RESYNCS
+from pdctl.reference.args import NUMERICS  # the reference engine's --numerics (argparse only, no torch)
+from pdctl.target import Target, get_json, resolve
 
 
 @dataclass
@@ -76,16 +74,10 @@ class ParityRequest:
             raise UserError("--max-prompt-tokens must be at least 2")
         if not self.factor >= 1:
             raise UserError("--floor-factor must be at least 1 (the floor itself)")
-        from pdctl.reference.args import (
-            NUMERICS,  # the reference engine's --numerics (argparse only, no torch)
-        )
-
         if self.numerics is not None and self.numerics not in NUMERICS:
             raise UserError(f"--numerics must be one of {', '.join(NUMERICS)}")
         if self.max_resyncs < 0:
             raise UserError("--max-resyncs must be >= 0")
-        from pdctl.parity.soak import parse_soak
-
         parse_soak(self.soak)
         if self.tp_control_urls and not self.tp_control:
             raise UserError("give --tp-control URL or --no-tp-control, not both")
@@ -97,32 +89,17 @@ class ParityRequest:
 def candidate_target(req: ParityRequest) -> Target:
     """The candidate deployment: a URL (with optional decode/prefill URLs) or a run dir's state.json.
 
-    UserError (exit 2) when it does not answer at all.
+    UserError (exit 2) when it does not answer at all; CheckFailed (exit 1) naming a dead process of the run.
     """
-    if req.candidate_url is not None:
-        client.check_reachable(req.candidate_url, "candidate")  # before asking it for its workers
-        return _url_target(req.candidate_url, req.decode_urls, req.prefill_urls)
-    target = target_from_run_dir(req.run_dir)
-    client.check_reachable(target.url, "candidate")
-    return target
-
-
-def _url_target(url: str, decode: tuple[str, ...], prefill: tuple[str, ...]) -> Target:
-    """A server URL with the workers behind it: those named, else those a PD router lists (GET /workers), so
-    that warm flushes only decode and server facts come from a prefill, as with --run-dir."""
-    if not decode and not prefill:
-        found_prefill, found_decode = discover_workers(client.get_json(url, "/workers"))
-        if found_prefill and found_decode:
-            prefill, decode = tuple(found_prefill), tuple(found_decode)
-    return target_from_url(url, decode_urls=decode, prefill_urls=prefill)
+    return resolve(req.candidate_url, req.run_dir, what="candidate", doing="parity",
+                   decode_urls=req.decode_urls, prefill_urls=req.prefill_urls)
 
 
 @contextlib.contextmanager
 def reference_target(req: ParityRequest) -> Iterator[Target]:
     """The reference: a URL (UserError when it does not answer), or a topology launched for the block."""
     if req.reference_url is not None:
-        client.check_reachable(req.reference_url, "reference")
-        yield _url_target(req.reference_url, (), ())  # a PD reference (full-cache control) is a router too
+        yield resolve(req.reference_url, None, what="reference")  # a PD reference (full-cache control): a router too
         return
     assert req.reference_topology is not None
     if not Path(req.reference_topology).is_file():
@@ -169,8 +146,6 @@ def _model_spec_facts(model: str, *, strict: bool = True) -> dict[str, int | Non
     STRICT=False (a model_path a server reported, which may not exist on this machine) returns {} instead
     of raising when the spec cannot be resolved.
     """
-    from pdctl.models import resolve_model_spec
-
     path = Path(model)
     cfg = SimpleNamespace(path=model, revision=None, config=str(path) if path.is_file() else None, preset=None)
     try:
@@ -183,8 +158,8 @@ def _model_spec_facts(model: str, *, strict: bool = True) -> dict[str, int | Non
 
 
 def _info(target: Target) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    return (client.get_json(target.info_url, "/server_info", "/get_server_info"),
-            client.get_json(target.info_url, "/model_info", "/get_model_info"))
+    return (get_json(target.info_url, "/server_info", "/get_server_info"),
+            get_json(target.info_url, "/model_info", "/get_model_info"))
 
 
 def gather_facts(candidate: Target, reference: Target, req: ParityRequest) -> SuiteFacts:
@@ -239,8 +214,6 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
         say(ProgressUpdate("setup", 0, 0, detail="reading server facts"))
         facts = gather_facts(candidate, reference, req)
         prompts = build_prompts(req, facts)
-        from pdctl.parity.soak import parse_soak
-
         rounds, seconds = parse_soak(req.soak)
         opts = ParityOptions(
             modes=req.modes, tolerance=req.tolerance, max_new_tokens=req.max_new_tokens, control=req.control,
@@ -253,7 +226,14 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
                          timeout=req.launch_timeout) as (controls, tp_info):
             if tp_info.note:
                 say(ProgressUpdate("setup", 0, 0, detail=tp_info.note))
-            result = run_parity(candidate, reference, prompts, opts, progress, tp_controls=controls)
+            try:
+                result = run_parity(candidate, reference, prompts, opts, progress, tp_controls=controls)
+            except CheckFailed as exc:  # a request failed: if a process of the run died, that is the news
+                if candidate.run_dir is not None:
+                    verdict = check_run(candidate.run_dir)
+                    if not verdict.ok:
+                        raise verdict.error(f"parity stopped ({exc.message})") from exc
+                raise
         result.numerics = _numerics(candidate, reference, tp_info, req.numerics)
     result.facts = facts.describe()
     result.candidate_workers = {"prefill": list(candidate.prefill_urls), "decode": list(candidate.flush_decode)}
@@ -267,7 +247,7 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
 def _numerics(candidate: Target, reference: Target, tp_info: Any, asked: str | None) -> dict[str, Any]:
     """What each side computes with, as far as its /server_info says (the reference engine reports it)."""
     def of(target: Target) -> str | None:
-        value = (client.get_json(server_url(target), "/server_info", "/get_server_info") or {}).get("numerics")
+        value = (get_json(server_url(target), "/server_info", "/get_server_info") or {}).get("numerics")
         return value if isinstance(value, str) else None
 
     return {"candidate": of(candidate), "reference": of(reference), "asked": asked,

@@ -17,16 +17,14 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pdctl.errors import UserError
 from pdctl.parity.compare import Comparison
 from pdctl.parity.divergence import summarize
 from pdctl.parity.floor import Floor, explain
-
-if TYPE_CHECKING:
-    from pdctl.parity.runner import ParityRun
 
 TREND_P = 0.001
 _UNITS = {"": None, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -135,21 +133,22 @@ class SoakResult:
                 "threshold": self.floor.threshold if self.floor is not None else None}
 
 
-def run_soak(run: ParityRun, floor: Floor | None) -> SoakResult:
-    """Rounds of the concurrent procedure on the candidate (no flush between rounds), judged against FLOOR."""
-    opts = run.opts
+def run_soak(send_round: Callable[[int], list[Comparison]], floor: Floor | None, *, rounds: int | None,
+             seconds: float | None) -> SoakResult:
+    """ROUNDS rounds (or rounds for SECONDS, at least one) of SEND_ROUND(index) — the concurrent procedure on
+    the candidate, flushing before the first round only — judged against FLOOR."""
     result = SoakResult([], floor)
-    deadline = time.monotonic() + opts.soak_seconds if opts.soak_seconds else None
+    deadline = time.monotonic() + seconds if seconds else None
     served = 0
     index = 0
     while True:
         index += 1
         started = time.monotonic()
-        comps = run.concurrent_on(run.candidate, label=f"soak{index}", flush=index == 1, phase="soak")
+        comps = send_round(index)
         explain(comps, floor, mode="concurrent")
         result.rounds.append(SoakRound(index, served, comps, time.monotonic() - started))
         served += len(comps) + sum(c.resyncs for c in comps)
-        if opts.soak_rounds is not None and index >= opts.soak_rounds:
+        if rounds is not None and index >= rounds:
             break
         if deadline is not None and time.monotonic() >= deadline:
             break

@@ -23,24 +23,26 @@ import sys
 MARKER = "@@probe "
 IB_ROOT = "/sys/class/infiniband"
 IMEX_DIR = "/dev/nvidia-caps-imex-channels"
-# distribution names -> the fact key (first one installed wins)
+PCI_ROOT = "/sys/bus/pci/devices"
+NVIDIA_VENDOR = "0x10de"
+GPU_CLASSES = ("0x0300", "0x0302")  # VGA / 3D controller
+# the fact key -> distribution names (first one installed wins); the transfer backends' come with the arguments
+# (pdctl.transfer.registry: the probe runs alone on the node, with nothing of pdctl to import)
 PACKAGES = {
     "sglang": ("sglang",),
-    "nixl": ("nixl", "nixl-cu12", "nixl-cu13"),
-    "mooncake": ("mooncake-transfer-engine", "mooncake-transfer-engine-non-cuda"),
     "torch": ("torch",),
     "sglang_router": ("sglang-router",),
 }
 CONFIG_MAX_BYTES = 4 << 20
 
 
-def package_versions() -> dict:
-    """Installed versions (importlib.metadata: no import of heavy packages), and pdctl's by importing it
-    (what a reference-engine server would run)."""
+def package_versions(more: dict | None = None) -> dict:
+    """Installed versions (importlib.metadata: no import of heavy packages) of PACKAGES and MORE (key ->
+    distribution names), and pdctl's by importing it (what a reference-engine server would run)."""
     from importlib import metadata
 
     out: dict = {}
-    for key, names in PACKAGES.items():
+    for key, names in {**PACKAGES, **(more or {})}.items():
         out[key] = None
         for name in names:
             try:
@@ -90,12 +92,57 @@ def dump_sysfs(root: str = IB_ROOT) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def dump_pci(ib_root: str = IB_ROOT, pci_root: str = PCI_ROOT) -> str:
+    """Where each HCA and each NVIDIA GPU sits in the PCIe tree: `ib <device> <sysfs device path> <netdevs>`
+    and `gpu <bdf> <sysfs device path>` lines (realpaths under /sys/devices; parsers.pci_topology)."""
+    lines = []
+    for dev in sorted(os.listdir(ib_root)) if os.path.isdir(ib_root) else []:
+        link = os.path.join(ib_root, dev, "device")
+        path = os.path.realpath(link) if os.path.exists(link) else "-"
+        net = os.path.join(link, "net")
+        nets = sorted(os.listdir(net)) if os.path.isdir(net) else []
+        lines.append(f"ib {dev} {path} {','.join(nets) or '-'}")
+    for bdf in sorted(os.listdir(pci_root)) if os.path.isdir(pci_root) else []:
+        base = os.path.join(pci_root, bdf)
+        if _read(os.path.join(base, "vendor")) == NVIDIA_VENDOR and (_read(os.path.join(base, "class")) or "").startswith(
+                GPU_CLASSES):
+            lines.append(f"gpu {bdf} {os.path.realpath(base)}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def gdr_facts(proc_modules: str = "/proc/modules", sys_module: str = "/sys/module",
+              nvidia_version: str = "/proc/driver/nvidia/version") -> dict:
+    """What GPU memory registration for RDMA needs: nvidia_peermem loaded, or DMA-BUF (the open NVIDIA kernel
+    module on Linux >= 5.12): the loaded modules, the driver's version line, the kernel release."""
+    modules = [line.split()[0] for line in (_read(proc_modules) or "").splitlines() if line.strip()]
+    version = (_read(nvidia_version) or "").splitlines()
+    return {
+        "peermem": any(m in ("nvidia_peermem", "nv_peer_mem") for m in modules)
+        or os.path.isdir(os.path.join(sys_module, "nvidia_peermem")),
+        "modules": sorted(m for m in modules if m.startswith(("nvidia", "nv_peer", "mlx5", "ib_core"))),
+        "nvidia_version": version[0].strip() if version else None,
+        "kernel": platform.release(),
+    }
+
+
 def _read(path: str) -> str | None:
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             return fh.read().strip()
     except OSError:
         return None
+
+
+def read_files(paths: list) -> dict:
+    """The first bytes of each file, or why it cannot be read (is a directory shared with the launcher?)."""
+    out = {}
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                out[path] = {"text": fh.read(256).strip()}
+        except OSError as exc:
+            out[path] = {"error": f"{type(exc).__name__}: {exc.strerror or exc}"}
+    return out
 
 
 def resolve(names: list) -> dict:
@@ -199,7 +246,7 @@ def main(args: dict) -> dict:
         "hostname": socket.gethostname(),
         "python": {"executable": sys.executable, "version": platform.python_version(),
                    "machine": platform.machine()},
-        "packages": package_versions(),
+        "packages": package_versions(args.get("packages")),
         "ip_addr": run(["ip", "-o", "addr", "show"], timeout),
         "resolve": resolve(args.get("resolve", [])),
         "routes": {a: route(a, timeout) for a in args.get("routes", [])},
@@ -213,6 +260,11 @@ def main(args: dict) -> dict:
         "ucx_info": run(["ucx_info", "-d"], timeout) if args.get("ucx", False) else None,
         "ib_sysfs": dump_sysfs(),
         "imex_channels": sorted(os.listdir(IMEX_DIR)) if os.path.isdir(IMEX_DIR) else None,
+        "pci": dump_pci(),
+        "gdr": gdr_facts(),
+        "ucx_env": {k: os.environ.get(k) for k in ("UCX_NET_DEVICES", "UCX_TLS")},
+        "read_files": read_files(args.get("read_files", [])),
+        "dirs": {path: os.path.isdir(path) for path in args.get("dirs", [])},
     }
     return facts
 

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass, field
 
 from pdctl.reference.config import KV_LAYOUTS as LAYOUTS
+from pdctl.reference.roles.corrupt import ENV, FLAG, parse_spec
+from pdctl.transfer.registry import DEFAULT, NAMES
 
 NUMERICS = ("exact", "gpu-like")  # pdctl.reference.numerics implements them (it imports torch; this must not)
 DEFAULT_CHUNKED_PREFILL_SIZE = 4096
+
+# the engine's test hooks: flags that damage results on purpose (tests only; never a topology's args:)
+TEST_HOOK_FLAGS = frozenset({FLAG})
 
 KV_DTYPES = ("auto", "float32", "bfloat16", "float16", "fp8_e4m3", "fp8_e5m2", "mxfp8")
 
@@ -26,7 +32,7 @@ class ServerArgs:
     kv_cache_dtype: str = "auto"
     kv_layout: str = "nhd"
     disable_hybrid_swa_memory: bool = False
-    disaggregation_transfer_backend: str = "nixl"
+    disaggregation_transfer_backend: str = DEFAULT
     disaggregation_bootstrap_port: int = 8998
     disaggregation_decode_enable_radix_cache: bool = False
     disable_radix_cache: bool = False
@@ -60,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--kv-cache-dtype", default="auto", choices=KV_DTYPES)
     a("--kv-layout", default="nhd", choices=list(LAYOUTS))
     a("--disable-hybrid-swa-memory", action="store_true")
-    a("--disaggregation-transfer-backend", default="nixl", choices=["nixl", "mooncake"])
+    a("--disaggregation-transfer-backend", default=DEFAULT, choices=list(NAMES))
     a("--disaggregation-bootstrap-port", type=int, default=8998)
     a("--disaggregation-decode-enable-radix-cache", action="store_true")
     a("--disable-radix-cache", action="store_true")
@@ -92,10 +98,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _test_hook_problem(args: ServerArgs) -> str | None:
     """Why --test-hook-corrupt-kv cannot be used here (two keys: the flag AND the environment variable)."""
-    import os
-
-    from pdctl.reference.roles.corrupt import ENV, FLAG, parse_spec
-
     if os.environ.get(ENV) != "1":
         return (f"{FLAG} is a test hook that corrupts KV on purpose; it needs {ENV}=1 in the server's environment "
                 "as well (never set either in a real deployment)")

@@ -20,6 +20,7 @@ from pdctl.reference.numerics import make_numerics
 from pdctl.reference.ranks import TPModel
 from pdctl.reference.roles import make_role
 from pdctl.reference.roles.base import PDSettings, Role, RoleContext
+from pdctl.reference.roles.corrupt import from_args
 from pdctl.reference.scheduler import Scheduler
 
 log = logging.getLogger("pdctl.reference")
@@ -75,7 +76,6 @@ def build_engine(args: ServerArgs) -> Engine:
         host=args.host,
         transfer_backend=args.disaggregation_transfer_backend,
         bootstrap_port=args.disaggregation_bootstrap_port,
-        decode_enable_radix_cache=args.disaggregation_decode_enable_radix_cache,
         transfer_timeout=args.transfer_timeout,
         unsafe_skip_handshake_checks=args.unsafe_skip_handshake_checks,
         kv_cache_dtype=args.kv_cache_dtype,
@@ -84,8 +84,6 @@ def build_engine(args: ServerArgs) -> Engine:
         hybrid_swa_memory=not args.disable_hybrid_swa_memory,
     )
     if args.test_hook_corrupt_kv is not None:  # TEST HOOK (armed only with PDCTL_ENABLE_TEST_HOOKS=1, args.py)
-        from pdctl.reference.roles.corrupt import from_args
-
         try:
             settings.extra["corrupt_kv"] = from_args(args.test_hook_corrupt_kv, cfg=cfg, kv=kv)
         except ValueError as exc:

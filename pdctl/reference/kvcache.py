@@ -134,10 +134,6 @@ class KVPool:
         """item_len for each entry of kv_ptrs()."""
         return [self.item_len] * (2 * len(self.layer_ids))
 
-    def data_lens(self) -> list[int]:
-        """Bytes of each region of kv_ptrs() (num_pages * item_len)."""
-        return [self.num_pages * self.item_len] * (2 * len(self.layer_ids))
-
     def has_layer(self, layer: int) -> bool:
         """Whether LAYER's K/V live in this pool."""
         return layer in self._local
@@ -216,8 +212,10 @@ class KVCache:
         n_layers = len(layer_is_sliding)
         swa_layers = [i for i in range(n_layers) if layer_is_sliding[i]] if self.hybrid_swa else []
         full_layers = [i for i in range(n_layers) if i not in swa_layers]
-        full_pages = -(-max_total_tokens // page_size) + 1
-        swa_pages = -(-(swa_tokens or max_total_tokens) // page_size) + 1
+        # SGLang's alignment: whole pages, rounded down (max_total_num_tokens // page_size * page_size), plus
+        # the reserved page 0; /server_info and /metrics then report what the pool really holds
+        full_pages = max_total_tokens // page_size + 1
+        swa_pages = max(1, (swa_tokens or max_total_tokens) // page_size) + 1
         self.full_alloc = PageAllocator(full_pages, "full", page_size)
         self.swa_alloc = PageAllocator(swa_pages, "swa", page_size) if swa_layers else None
         self.ranks: list[RankKV] = []
@@ -251,6 +249,3 @@ class SeqPages:
     full: list[int]
     swa: list[int]
 
-    def swa_live(self) -> list[tuple[int, int]]:
-        """(logical page, physical SWA page) for every SWA page still held."""
-        return [(i, p) for i, p in enumerate(self.swa) if p >= 0]

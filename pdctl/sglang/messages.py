@@ -7,6 +7,8 @@ transfer-plan builders (pdctl/plan) all say these sentences; writing them once k
 
 from __future__ import annotations
 
+import math
+
 
 # -- handshake: decode fetches prefill's server info (common/conn.py::try_ensure_parallel_info) -----------
 def page_size_mismatch(prefill: object, decode: object) -> str:
@@ -132,3 +134,70 @@ def nixl_prep_groups(prefill_attn_tp: int, decode_attn_tp: int, kv_heads: int, g
 def transfer_backend_mismatch(prefill: str, decode: str) -> str:
     return (f"Transfer backend mismatch: prefill uses {prefill}, decode uses {decode}. "
             "Both servers must use the same --disaggregation-transfer-backend.")
+
+
+# -- field incidents: SGLang's (and its neighbours') own words where it says something --------------------
+# model load: the KV budget (mem_cache/kv_cache_configurator.py::_profile_available_bytes, 0.5.14+) and the
+# pool (model_executor/pool_configurator.py::MemoryPoolConfig, every release)
+def kv_no_room(mem_fraction_static: float, minimum: float) -> str:
+    suggested = math.ceil(minimum * 1000) / 1000
+    return (f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mem_fraction_static}. "
+            f"Raise --mem-fraction-static above {suggested:.3f} (minimum viable = 1 - available/pre = {minimum:.4f}). "
+            "If using speculative decoding, draft weights are now counted.")
+
+
+NOT_ENOUGH_MEMORY = "Not enough memory. Please try to increase --mem-fraction-static."
+
+
+def not_enough_memory(mem_fraction_static: float | None) -> str:
+    return NOT_ENOUGH_MEMORY + (f" Current value: mem_fraction_static={mem_fraction_static}"
+                                if mem_fraction_static is not None else "")
+
+
+def swa_pool_too_small(swa_tokens: int, window: int, page_size: int) -> str:
+    """pool_configurator.py::validate_swa_pool_size (the SWA pool of a hybrid model, model load)."""
+    return (f"SWA pool ({swa_tokens} tokens) cannot hold even one request: the prefill admission floor is "
+            f"sliding_window_size ({window}) + page_size ({page_size}). Increase --swa-full-tokens-ratio or the "
+            "total KV budget.")
+
+
+def kv_below_context(capacity: int, context_length: int) -> str:
+    """managers/tp_worker.py::get_worker_info's startup warning (first in 0.5.23)."""
+    return (f"KV pool holds {capacity} tokens, fewer than --context-length {context_length}. One full-length "
+            "request cannot fit, so long requests will be refused or truncated at serving time. Lower "
+            "--context-length, raise --mem-fraction-static, or free memory taken before the pool is sized.")
+
+
+# first transfer: prefill's DP-rank check (disaggregation/common/conn.py::CommonKVSender, 0.5.11+)
+def follow_room_conflict(dispatched: int, room: int, implied: int) -> str:
+    return (f"follow_bootstrap_room conflict: dispatched to dp_rank {dispatched} but bootstrap_room {room} implies "
+            f"dp_rank {implied}. Set SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK=1 to allow mixed routing.")
+
+
+# argument parsing: the attention hook rewrites the page size for trtllm_mha (arg_groups/overrides.py, 0.5.17+)
+def trtllm_mha_page(page_size: int, allowed: tuple[int, ...] = (16, 32, 64, 128)) -> str:
+    sizes = ", ".join(str(p) for p in allowed[:-1]) + f" or {allowed[-1]}"
+    return (f"TensorRT-LLM MHA only supports page_size of {sizes}, changing page_size from {page_size} to 64.")
+
+
+# environment: SGLang's EnvInt / EnvFloat on a value they cannot parse (environ.py: warn, use the default)
+def env_invalid(name: str, value: str, kind: str, default: object) -> str:
+    return f'Invalid value for {name}: "{value}" is not a valid {kind} value, using default "{default}"'
+
+
+# Mooncake's transfer engine (rdma_context.cpp) when GPU memory cannot be registered without nvidia-peermem
+MOONCAKE_NO_PEERMEM = "DMA BUF supported required for GPU RDMA without nvidia-peermem"
+
+
+# -- pdctl's words for field incidents (SGLang runs these and fails late or silently) ---------------------
+def dp_attention_double_reduce(model: str, role: str, tp: int, attn_dp: int, ep: int, version: str, fixed: str) -> str:
+    return (f"{role}: {model} with DP attention (tp {tp}, attention DP {attn_dp}, ep {ep}, MoE a2a none) on "
+            f"{version}: the MoE output is reduced twice (a TP all-reduce, then DP attention's reduce_scatterv), "
+            f"scaling it by ~TP: garbage answers, no error (GSM8K 0/128 vs 124/128 without DP attention; "
+            f"fixed in SGLang {fixed})")
+
+
+def dp_attention_replicated_gather(model: str, role: str, attn_tp: int, version: str, fixed: str) -> str:
+    return (f"{role}: {model} with DP attention at attention TP {attn_tp} (MoE a2a none) on {version}: "
+            "dp_gather_partial sums the already-reduced hidden states of every attention-TP rank, multiplying "
+            f"them by {attn_tp} at each MoE layer: garbage answers, no error (fixed in SGLang {fixed})")

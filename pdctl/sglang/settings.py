@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdctl.sglang.argv import ParsedArgs
+from pdctl.transfer.registry import BACKENDS, from_sglang
 
 _TRUE = ("true", "1", "yes", "y")  # SGLang's EnvBool
 _FALSE = ("false", "0", "no", "n")
@@ -126,16 +127,17 @@ class ServerSettings:
 
     @property
     def backend(self) -> str:
-        """The transfer library: mooncake_tcp is Mooncake."""
-        return "mooncake" if self.transfer_backend == "mooncake_tcp" else self.transfer_backend
+        """The transfer library (pdctl.transfer.registry): mooncake_tcp is Mooncake."""
+        return from_sglang(self.transfer_backend)[0]
 
     @property
     def protocol(self) -> str:
-        if self.transfer_backend == "mooncake_tcp":
-            return "tcp"
-        if self.backend == "nixl":
-            return ucx_protocol(self.env)
-        return "rdma"
+        """tcp | rdma: what the backend's name forces (mooncake_tcp), UCX_TLS for a UCX backend, else rdma."""
+        name, forced = from_sglang(self.transfer_backend)
+        if forced:
+            return forced
+        entry = BACKENDS.get(name)
+        return ucx_protocol(self.env) if entry is not None and entry.ucx else "rdma"
 
     @property
     def radix_cache(self) -> bool:
@@ -151,7 +153,27 @@ class ServerSettings:
     def staging(self) -> bool:
         return bool(env_bool(self.env, ENV_STAGING))
 
-    @property
-    def speculative(self) -> str | None:
-        value = self.values.get("speculative_algorithm")
-        return None if value in (None, "", "None") else str(value)
+
+
+# PD timeouts SGLang reads from the environment (environ.py, 0.5.23; the same names and defaults from 0.5.16):
+# name -> (EnvInt/EnvFloat kind, default, the floor SGLang applies, the side that reads it). SGLang parses
+# with int()/float(); a value it cannot parse is replaced by the default, with a Python warning only.
+DISAGG_TIMEOUTS: dict[str, tuple[str, float, float | None, str]] = {
+    "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": ("integer", 300, None, "prefill"),
+    "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": ("integer", 300, None, "decode"),
+    "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": ("float", 5.0, 2.0, "decode"),
+    "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE": ("integer", 2, 1, "decode"),
+}
+
+
+def env_number(env: dict[str, str], name: str) -> tuple[float, str | None]:
+    """(the value SGLang uses for NAME, the raw text it could not parse or None), floor applied."""
+    kind, default, floor, _side = DISAGG_TIMEOUTS[name]
+    raw = env.get(name)
+    if raw is None:
+        return default, None
+    try:
+        value: float = int(raw) if kind == "integer" else float(raw)
+    except ValueError:
+        return default, raw
+    return (max(value, floor) if floor is not None else value), None

@@ -23,7 +23,7 @@ import requests
 
 from pdctl.metrics.figures import engine_figures
 from pdctl.metrics.scrape import fetch
-from tests.support.launch_e2e import pdctl
+from tests.support.launch_e2e import detached_run, pdctl
 from tests.support.launch_samples import local_cpu
 
 pytestmark = [pytest.mark.e2e]
@@ -34,15 +34,8 @@ N, M = 6, 5  # requests sent, output tokens each
 def deployment(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
     tmp = tmp_path_factory.mktemp("e2e-metrics")
     topo = local_cpu(tmp, ref_checkpoint, name="e2e-metrics")
-    run_dir = tmp / "run"
-    try:
-        done = pdctl("launch", str(topo), "--detach", "--skip-preflight", "--run-dir", str(run_dir),
-                     "--timeout", "180", "--json", "-", cwd=tmp, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-        yield {"tmp": tmp, "run_dir": run_dir, "state": json.loads(done.stdout)}
-    finally:
-        if (run_dir / "state.json").exists():
-            pdctl("down", "--run-dir", str(run_dir), cwd=tmp, timeout=120)
+    with detached_run(tmp, topo) as dep:
+        yield dep
 
 
 def status_json(dep: dict) -> dict:

@@ -106,6 +106,13 @@ def test_kv_cache_splits_pools_per_rank():
     assert kv.ranks[0].full.buffer.data_ptr() != kv.ranks[1].full.buffer.data_ptr()
 
 
+def test_kv_pool_is_whole_pages_rounded_down_like_sglang():
+    """SGLang's max_total_num_tokens // page_size * page_size: 1000 tokens of 16-token pages hold 992."""
+    kv = KVCache(tp=1, layer_is_sliding=[True, False], heads_on_rank=2, head_dim=16, page_size=16,
+                 max_total_tokens=1000, swa_tokens=None, hybrid_swa=True)
+    assert kv.full_alloc.usable_pages * 16 == 992 and kv.swa_alloc is not None and kv.swa_alloc.usable_pages == 62
+
+
 def test_oom_request_gets_error_and_engine_keeps_serving(ref_checkpoint):
     """A request that does not fit the KV pool gets a clear error over HTTP; the next one is served."""
     from fastapi.testclient import TestClient

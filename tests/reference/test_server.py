@@ -141,6 +141,7 @@ def test_info_and_health_endpoints(server):
         info = requests.get(server.url + path, timeout=TIMEOUT).json()
         assert info["tp_size"] == 1 and info["page_size"] == 16 and info["disaggregation_mode"] == "null"
         assert info["context_length"] == 1024
+        assert info["max_total_num_tokens"] == 8192  # SGLang's key: the full pool's tokens (default pool)
     for path in ("/model_info", "/get_model_info"):
         info = requests.get(server.url + path, timeout=TIMEOUT).json()
         assert info["is_generation"] is True and info["model_path"].endswith("reference-tiny")

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import requests
@@ -21,6 +23,21 @@ def pdctl(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedPr
         timeout=timeout,
         cwd=cwd,
     )
+
+
+@contextmanager
+def detached_run(tmp: Path, topology: Path) -> Iterator[dict]:
+    """`pdctl launch TOPOLOGY --detach` into TMP/run; yields {tmp, run_dir, state (launch's JSON)}; always
+    `pdctl down` afterwards."""
+    run_dir = tmp / "run"
+    try:
+        done = pdctl("launch", str(topology), "--detach", "--skip-preflight", "--run-dir", str(run_dir),
+                     "--timeout", "180", "--json", "-", cwd=tmp, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        yield {"tmp": tmp, "run_dir": run_dir, "state": json.loads(done.stdout)}
+    finally:
+        if (run_dir / "state.json").exists():
+            pdctl("down", "--run-dir", str(run_dir), cwd=tmp, timeout=120)
 
 
 def wait_state(run_dir: Path, status: str, timeout: float, proc: subprocess.Popen | None = None) -> dict:

@@ -21,11 +21,11 @@ from typing import Any
 
 import requests
 
-from pdctl.parity.endpoints import target_from_url
 from pdctl.parity.positions import analyze
 from pdctl.parity.results import ParityResult
 from pdctl.parity.runner import Baseline, Control, ParityOptions, measure_baseline, run_parity
 from pdctl.parity.session import ParityRequest, build_prompts, candidate_target, gather_facts
+from pdctl.target import target_from_url
 from tests.support.pd import PairSpec, start_pd_pairs, start_servers
 
 SPLITS = {"p1d2": (1, 2), "p2d1": (2, 1)}

@@ -301,7 +301,78 @@ def op_parse(argv: list[str]) -> dict[str, Any]:
                        for k, v in vars(ns).items()}}
 
 
-OPS = {"parse": op_parse, "head_slice": op_head_slice, "rank_map": op_rank_map, "handshake": op_handshake, "blocks": op_blocks,
+# -- field incidents: SGLang's KV-pool sizing, its environment parsing, its memory messages ---------------
+def op_kv_pool(case: dict[str, Any]) -> dict[str, Any]:
+    """model_executor/pool_configurator.py on object.__new__ + the attributes it reads. Bytes per token are the
+    formula of HybridSWAPoolConfigurator.__init__ / DefaultPoolConfigurator._compute_cell_size with SGLang's
+    own ModelConfig.get_num_kv_heads (the constructors need a published runtime context, not available here)."""
+    import types
+
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.model_executor.pool_configurator import DefaultPoolConfigurator, HybridSWAPoolConfigurator
+
+    hf = types.SimpleNamespace(model_type="llama", num_key_value_heads=case["kv_heads"],
+                               num_attention_heads=case["kv_heads"])
+    mc = object.__new__(ModelConfig)
+    mc.hf_config, mc.hf_text_config, mc.is_draft_model = hf, hf, False
+    heads = mc.get_num_kv_heads(case["tp"])
+    per_token = heads * (case["head_dim"] + case["head_dim"]) * case["element_bytes"]
+    if case["swa_layers"]:
+        conf = object.__new__(HybridSWAPoolConfigurator)
+        for key, value in {"_full_layers_num": case["full_layers"], "_swa_layers_num": case["swa_layers"],
+                           "_draft_full_layers_num": 0, "_draft_swa_layers_num": 0, "_draft_swa_full_layers_num": 0,
+                           "_draft_cell_size": 0, "_fused_full_entry": None, "_fused_swa_entry": None,
+                           "_full_per_token": per_token, "_swa_per_token": per_token,
+                           "_swa_full_tokens_ratio": case["ratio"], "_sliding_window_size": case["window"],
+                           "_page_size": case["page"], "_enable_unified_memory": False}.items():
+            setattr(conf, key, value)
+        conf._recompute_cell_size()
+    else:
+        conf = object.__new__(DefaultPoolConfigurator)
+        conf._fixed_overhead_bytes, conf._zero_kv_max_tokens = 0, 0
+        conf._cell_size = per_token * case["full_layers"]
+    try:
+        sizes = conf.calculate_pool_sizes(case["budget"], case["page"])
+    except Exception as exc:  # noqa: BLE001 - SGLang's refusal is the answer
+        return failure(exc)
+    return {"cell": conf._cell_size, "tokens": sizes.max_total_num_tokens, "swa": sizes.swa_max_total_num_tokens}
+
+
+def op_env_number(case: dict[str, Any]) -> dict[str, Any]:
+    """environ.py's EnvInt/EnvFloat on a value: what SGLang uses, and the warning it gives."""
+    import os
+    import warnings
+
+    from sglang.srt.environ import envs
+
+    name, old = case["name"], os.environ.get(case["name"])
+    os.environ[name] = case["value"]
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            value = getattr(envs, name).get()
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+    return {"value": value, "warnings": [str(w.message) for w in seen if name in str(w.message)]}
+
+
+def op_memory_messages(case: dict[str, Any]) -> dict[str, Any]:
+    """MemoryPoolConfig's refusal of an empty pool; the prefill CUDA-graph sizes the memory heuristic counts."""
+    from sglang.srt.arg_groups.cuda_graph_hook import generate_prefill_cuda_graph_batch_sizes
+    from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig
+
+    try:
+        MemoryPoolConfig(max_total_num_tokens=0, mem_fraction_static=case["mem_fraction_static"])
+        error = None
+    except RuntimeError as exc:
+        error = str(exc)
+    return {"error": error, "prefill_graph_sizes": len(generate_prefill_cuda_graph_batch_sizes(case["max_bs"]))}
+
+
+OPS = {"kv_pool": op_kv_pool, "env_number": op_env_number, "memory_messages": op_memory_messages, "parse": op_parse, "head_slice": op_head_slice, "rank_map": op_rank_map, "handshake": op_handshake, "blocks": op_blocks,
        "mooncake_slice": op_mooncake_slice, "nixl_slice": op_nixl_slice, "mooncake_pages": op_mooncake_pages,
        "staging_layout": op_staging_layout}
 

@@ -7,8 +7,9 @@ from typing import Any
 
 from pdctl.bench.serve.compare import GateFailure, ratios
 from pdctl.bench.serve.metrics import PointMetrics
+from pdctl.bench.serve.prediction import compare
 from pdctl.bench.serve.sweep import SweepSpec
-from pdctl.bench.serve.targets import Deployment
+from pdctl.bench.serve.targets import Side
 
 
 @dataclass
@@ -18,13 +19,14 @@ class BenchResult:
     tool: str
     spec: SweepSpec
     dataset: str
-    candidate: Deployment
+    candidate: Side
     points: list[PointMetrics]
-    control: Deployment | None = None
+    control: Side | None = None
     control_points: list[PointMetrics] | None = None
     max_regression: float | None = None
     gate_metrics: tuple[str, ...] = ()
     gate_failures: list[GateFailure] = field(default_factory=list)
+    predicted: Any = None  # the candidate topology's bench.predicted (pdctl suggest --out), if any
 
     def pairs(self) -> list[tuple[PointMetrics, PointMetrics]]:
         """(candidate, control) per point; empty without a control."""
@@ -68,4 +70,9 @@ class BenchResult:
             "gate": {"max_regression": self.max_regression, "metrics": list(self.gate_metrics),
                      "failures": [f.document() for f in self.gate_failures]},
             "errors": self.errors, "problems": self.problems,
+            "prediction": self.prediction(),
         }
+
+    def prediction(self) -> dict[str, Any] | None:
+        """Predicted against measured at the predicted point (pdctl.bench.serve.prediction), or None."""
+        return compare(self.predicted, self.points)

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response
 from pdctl import __version__
 from pdctl.reference.http.bridge import EngineCall
 from pdctl.reference.request import GenRequest
+from pdctl.reference.roles.corrupt import parse_spec
 from pdctl.reference.sampling import SamplingParams
 
 
@@ -48,7 +49,9 @@ def make_router(engine: Any) -> APIRouter:
         doc.update({
             "version": f"pdctl-reference-{__version__}", "engine": "pdctl-reference",
             "tp_size": a.tp, "dp_size": 1, "pp_size": 1, "disaggregation_mode": "null" if a.role == "colocated" else a.role,
-            "context_length": engine.context_length, "max_total_num_tokens": a.max_total_tokens,
+            # SGLang's scheduler info: the full pool's tokens, page-aligned (what the KV pool really holds)
+            "context_length": engine.context_length,
+            "max_total_num_tokens": engine.kv.full_alloc.usable_pages * engine.kv.page_size,
             "kv_heads_per_rank": engine.model.shards[0].kv_heads,
             "internal_states": [engine.scheduler.stats()],
         })
@@ -63,8 +66,6 @@ def make_router(engine: Any) -> APIRouter:
 
     corruptor = getattr(engine.role, "corruptor", None)
     if corruptor is not None:  # TEST HOOK (pdctl.reference.roles.corrupt): only on a server armed with it
-        from pdctl.reference.roles.corrupt import parse_spec
-
         @router.get("/test_hook/corrupt_kv")
         async def corrupt_state() -> dict[str, Any]:
             return corruptor.state()

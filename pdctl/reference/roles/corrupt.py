@@ -139,7 +139,9 @@ class KVCorruptor:
             return
         log.warning("TEST HOOK: corrupting the received KV of a %d-token prompt (%s)", handle.prompt_len,
                     spec.describe())
-        getattr(self, "_" + spec.kind.replace("-", "_"))(handle, spec, saved)
+        corrupt = {"swap-heads": self._swap_heads, "page-shift": self._page_shift, "stale-swa": self._stale_swa,
+                   "zero-layer": self._zero_layer, "fp8": self._fp8}[spec.kind]
+        corrupt(handle, spec, saved)
 
     # -- geometry --------------------------------------------------------------------------------------
     def _mask(self, handle: Any, first_page: int, n_pages: int, spec: CorruptSpec) -> Any:

@@ -1,0 +1,81 @@
+"""Slurm's client commands as pdctl uses them: sbatch a script, ask a job's (or its steps') state, scancel.
+
+Each is one short subprocess with a timeout; a missing command is a clear UserError (or a said reason) rather
+than a traceback, because pdctl also runs where Slurm is not installed (rendering a script to read).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from pdctl.errors import CheckFailed, UserError
+
+ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING")
+
+
+def _run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout)
+
+
+def submit(script: Path) -> str:
+    """`sbatch --parsable SCRIPT` -> the job id."""
+    if shutil.which("sbatch") is None:
+        raise UserError("a Slurm launch submits its job with sbatch, which is not on PATH; the script is at "
+                        f"{script} (`pdctl launch --dry-run` prints it without submitting)")
+    done = _run(["sbatch", "--parsable", str(script)])
+    if done.returncode != 0:
+        raise CheckFailed(f"sbatch {script} failed (exit {done.returncode})", detail=done.stderr.strip())
+    return done.stdout.strip().split(";")[0]
+
+
+def job_state(job_id: str) -> str | None:
+    """The job's state (PENDING, RUNNING, ...), or None once squeue no longer knows it."""
+    if shutil.which("squeue") is None:
+        return None
+    done = _run(["squeue", "-h", "-j", job_id, "-o", "%T"], timeout=30)
+    return done.stdout.strip() or None
+
+
+def job_reason(job_id: str) -> str:
+    """Why a job waits (squeue's %r: Resources, Priority, ...), '' if squeue does not say."""
+    if shutil.which("squeue") is None:
+        return ""
+    return _run(["squeue", "-h", "-j", job_id, "-o", "%r"], timeout=30).stdout.strip()
+
+
+def is_active(state: str | None) -> bool:
+    return state in ACTIVE
+
+
+def cancel(job_id: str) -> str:
+    """scancel the job; 'cancelled', or why not."""
+    if shutil.which("scancel") is None:
+        return "scancel not found"
+    done = _run(["scancel", job_id])
+    return "cancelled" if done.returncode == 0 else f"scancel failed: {done.stderr.strip()}"
+
+
+def steps_named(job_id: str, name: str) -> list[str]:
+    """Ids (JOB.STEP) of the job's running steps called NAME (srun --job-name)."""
+    if shutil.which("squeue") is None:
+        return []
+    done = _run(["squeue", "-h", "-s", "-j", job_id, "-o", "%i %j"], timeout=30)
+    out = []
+    for line in done.stdout.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2 and parts[1].strip() == name:
+            out.append(parts[0])
+    return out
+
+
+def cancel_steps(job_id: str, name: str) -> str:
+    """scancel the job's steps called NAME (the job itself goes on); 'cancelled', 'not running', or why not."""
+    steps = steps_named(job_id, name)
+    if not steps:
+        return "not running"
+    if shutil.which("scancel") is None:
+        return "scancel not found"
+    done = _run(["scancel", *steps])
+    return "cancelled" if done.returncode == 0 else f"scancel failed: {done.stderr.strip()}"

@@ -1,0 +1,94 @@
+"""Field incidents: what SGLang PD users lost GPU-hours to, with the releases each applies to.
+
+SGLang has no guard for any of these (that is why they are incidents): a config runs, then answers wrongly,
+hangs or fails late. Each entry names the public report, the fix, and the releases, read off the released
+wheels (`pip download --no-deps sglang==X`, grep the fixing code; see the comments). `first` is the first
+affected release (None: every release pdctl knows), `fixed` the first release with the fix (None: no
+released fix yet). check-compat's incident rules (pdctl/compat/capacity.py, dp.py, generations.py, timeouts.py) gate on
+these; the differential suite against SGLang's own code treats them as deliberate extras (its oracle has no
+guard to compare them with).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pdctl.sglang.versions import Version, parse_version, release
+
+GH = "https://github.com/sgl-project/sglang"
+
+
+@dataclass(frozen=True)
+class Incident:
+    """One public report and the releases it applies to."""
+
+    id: str
+    report: str
+    fix: str | None
+    first: str | None
+    fixed: str | None
+
+    def affects(self, version: Version | str) -> bool:
+        """True when VERSION is at or after `first` and before `fixed`."""
+        v = parse_version(version) if isinstance(version, str) else version
+        if v is None:
+            return True
+        return (self.first is None or v >= release(self.first)) and (self.fixed is None or v < release(self.fixed))
+
+    @property
+    def releases(self) -> str:
+        """'0.5.11 <= SGLang < 0.5.20', 'every release', ... for docs and messages."""
+        if self.first is None and self.fixed is None:
+            return "every release (no released fix)"
+        if self.fixed is None:
+            return f"SGLang >= {self.first} (no released fix)"
+        return f"SGLang {self.first} ... before {self.fixed}" if self.first else f"SGLang before {self.fixed}"
+
+
+# gpt-oss + DP attention + EP == attention DP (+ TP == attention DP from 0.5.19), MoE a2a none: PR #22642
+# (first in 0.5.11: `should_use_dp_reduce_scatterv` in layers/moe/utils.py, used by communicator.py's
+# _scatter_hidden_states) made the post-MoE combine a reduce_scatterv; gpt_oss.py's forward_normal kept its
+# own TP all-reduce (`if self.tp_size > 1 and not get_forward().fuse_mlp_allreduce`), so the MoE output is
+# summed twice (x TP). Fixed by PR #37199: gpt_oss.py checks should_skip_post_experts_all_reduce from 0.5.20.
+GPT_OSS_DP_ATTENTION = Incident("gpt-oss-dp-attention", f"{GH}/issues/37187", f"{GH}/pull/37199", "0.5.11", "0.5.20")
+# DeepSeek-V4 DP attention with attention TP > 1 and MoE a2a none: deepseek_v4.py gathered the (already
+# attention-TP-reduced, replicated) hidden states with dp_gather_partial, summing attn_tp copies. Shipped
+# with the model (deepseek_v4.py first in 0.5.12); PR #31700 switched to dp_gather_replicate, first in 0.5.18.
+DEEPSEEK_V4_DP_ATTENTION = Incident("deepseek-v4-dp-attention", f"{GH}/issues/31699", f"{GH}/pull/31700",
+                                    "0.5.12", "0.5.18")
+# The same class checked for the other models pdctl knows: deepseek_v2.py (DeepSeek-V3) guards its
+# post-experts all-reduce with should_skip_post_experts_all_reduce in 0.5.11, the first release with
+# reduce_scatterv (PR #23732 merged before it shipped): no affected release. Llama is dense (no MoE combine).
+
+# PD: a prompt the prefill refuses (longer than its max_req_input_len, which the KV pool bounds) is still
+# handed to decode as a one-token transfer; decode then answers from KV it never received. Open fixes
+# (PRs #30551, #35421, #38704) are in no release.
+ABORTED_PREFILL_GARBAGE = Incident("aborted-prefill-garbage", f"{GH}/issues/30233", None, None, None)
+# Prefill on one GPU generation, decode on another: accuracy falls as requests accumulate (GPQA 95% -> ~50%
+# after ~100 requests, RTX 5090 prefill / H20 decode). Open, no root cause.
+MIXED_GPU_DRIFT = Incident("mixed-gpu-drift", f"{GH}/issues/23020", None, None, None)
+# Mooncake receivers stuck in KVPoll.Transferring are never timed out (the waiting timeout only applies to
+# WaitingForInput): decode's transfer queue freezes, admission slots leak. PR #31800 is open.
+STUCK_TRANSFERRING = Incident("stuck-transferring", f"{GH}/pull/31800", f"{GH}/pull/31800", None, None)
+# Plain DP (--dp-size > 1 without DP attention) on prefill: CommonKVSender compares attn_dp_rank (0 in every
+# DP replica) with bootstrap_room % dp_size and fails every request of the other DP ranks ("follow_bootstrap_
+# room conflict"); the check arrived in 0.5.11 (after PR #22901). PR #29730 (system_dp_rank) is open.
+PLAIN_DP_PREFILL = Incident("plain-dp-prefill", f"{GH}/issues/29725", f"{GH}/pull/29730", "0.5.11", None)
+# Decode learns the prefill DP rank of a request from the bootstrap server (/register_dp_rank, PR #19168,
+# first in 0.5.10); before, it assumed bootstrap_room % dp_size, so a prefill dispatching by another
+# --load-balance-method sends KV the decode never asks for.
+DP_RANK_QUERY_SINCE = "0.5.10"
+# sglang-router with --dp-aware in PD mode (0.3.2, what pdctl renders and tests): workers are registered as
+# `http://host:port@rank` and requests are sent to that string, which HTTP parses as user info and host
+# `rank`: no request reaches a worker (tests/launch/test_router_dp_aware.py runs the real router). Dynamo's
+# fix of the same contract: ai-dynamo/dynamo#9080 (bootstrap_room aligned with the chosen prefill DP rank).
+ROUTER_DP_AWARE_PD = Incident("router-dp-aware-pd", "https://github.com/ai-dynamo/dynamo/pull/9080", None, None, None)
+ROUTER_TESTED = "0.3.2"
+# Weights that leave no KV pool: DeepSeek-R1 on 8 GPUs, "max_total_tokens=131072 is larger than the profiled
+# value -561981" and the server dies at startup (every release fails at model load, after the launch).
+KV_NO_ROOM = Incident("kv-no-room", f"{GH}/issues/7691", None, None, None)
+# Its messages: "Loaded weights leave no GPU memory for the KV cache" from 0.5.14
+# (kv_cache_configurator / model_runner); "Not enough memory. Please try to increase --mem-fraction-static."
+# (MemoryPoolConfig) in every release. The startup warning "KV pool holds N tokens, fewer than
+# --context-length" (tp_worker.get_worker_info) first ships in 0.5.23.
+KV_NO_ROOM_MESSAGE_SINCE = "0.5.14"
