@@ -8,6 +8,7 @@ reference topology — is logic that tests exercise directly.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from pdctl.parity.soak import parse_soak
 from pdctl.parity.teacher import DEFAULT_MAX_RESYNCS
 from pdctl.reference.args import NUMERICS  # the reference engine's --numerics (argparse only, no torch)
 from pdctl.target import Target, get_json, resolve
+from pdctl.topology import load_topology
 
 
 @dataclass
@@ -104,40 +106,22 @@ def reference_target(req: ParityRequest) -> Iterator[Target]:
     assert req.reference_topology is not None
     if not Path(req.reference_topology).is_file():
         raise UserError(f"--reference-topology {req.reference_topology}: no such file")
-    with (_with_numerics(req.reference_topology, req.numerics) as topology,
-          launched_reference(topology, timeout=req.launch_timeout) as target):
+    overrides = numerics_overrides(req.reference_topology, req.numerics)
+    with launched_reference(req.reference_topology, timeout=req.launch_timeout, overrides=overrides) as target:
         yield target
 
 
-@contextlib.contextmanager
-def _with_numerics(topology: str, numerics: str | None) -> Iterator[str]:
-    """TOPOLOGY, or (with --numerics) a copy whose reference-engine servers all run with that numerics."""
+def numerics_overrides(topology: str, numerics: str | None) -> tuple[str, ...]:
+    """--numerics as `--set` overrides of TOPOLOGY: every reference-engine server of it computes with NUMERICS
+    (server.args, and each role's args, which are merged over the server's)."""
     if numerics is None:
-        yield topology
-        return
-    import tempfile
-
-    import yaml
-
-    try:
-        doc = yaml.safe_load(Path(topology).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"--reference-topology {topology}: cannot read it: {exc}") from exc
-    if not isinstance(doc, dict) or (doc.get("engine") or {}).get("kind") != "reference":
+        return ()
+    topo = load_topology(topology)
+    if topo.engine.kind != "reference":
         raise UserError("--numerics applies to the reference engine (engine.kind: reference); "
-                        f"{topology} runs another engine")
-    for section in ("server", "colocated", "prefill", "decode"):
-        part = doc.get(section)
-        if section == "server" and part is None:
-            part = doc["server"] = {}
-        if isinstance(part, dict):
-            args = part.get("args") if isinstance(part.get("args"), dict) else {}
-            args = {k: v for k, v in args.items() if k.lstrip("-").replace("_", "-") != "numerics"}
-            part["args"] = {**args, "numerics": numerics} if section == "server" else args
-    with tempfile.TemporaryDirectory(prefix="pdctl-parity-numerics-") as tmp:
-        path = Path(tmp) / Path(topology).name
-        path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-        yield str(path)
+                        f"{topology} runs {topo.engine.kind}")
+    roles = [name for name in ("colocated", "prefill", "decode") if getattr(topo, name) is not None]
+    return tuple(f"{section}.args.numerics={numerics}" for section in ("server", *roles))
 
 
 def _model_spec_facts(model: str, *, strict: bool = True) -> dict[str, int | None]:
@@ -201,8 +185,6 @@ def build_prompts(req: ParityRequest, facts: SuiteFacts) -> list[Prompt]:
 
 def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityResult:
     """Do the whole run the user asked for; the reference topology (if any) is torn down before returning."""
-    import time
-
     started = time.monotonic()
     req.validate()
     say = progress or (lambda _update: None)

@@ -16,8 +16,10 @@ from pdctl.parity.floor import Floor, explain, verdict_numbers
 from pdctl.parity.positions import analyze, band_edges
 from pdctl.parity.prompts import Prompt, SuiteFacts, suite_lengths
 from pdctl.parity.results import ModeResult
+from pdctl.parity.session import numerics_overrides
 from pdctl.parity.soak import SoakResult, SoakRound, mann_kendall, parse_soak
 from pdctl.parity.teacher import force, reference_sequence
+from pdctl.topology import load_topology
 
 
 def _meta(tokens: list[int], lps: list[float], *, second: float = -3.0, prompt_tokens: int = 3) -> dict:
@@ -223,3 +225,16 @@ def test_with_a_floor_prefill_differs_only_beyond_what_the_controls_prefill_diff
     explain([rounding, broken], tp_noise, mode="cold")
     assert not rounding.prefill_differs and broken.prefill_differs
     assert rounding.prefill_max_abs_delta == pytest.approx(0.3)  # the measurement itself is kept
+
+
+def test_numerics_is_set_on_every_server_of_a_reference_topology() -> None:
+    """--numerics reaches the launched reference as `--set` overrides (role args win over server args, so each
+    role gets it too); a topology of another engine is bad input."""
+    pd = numerics_overrides("configs/local-cpu.yaml", "exact")  # its server.args say gpu-like
+    topo = load_topology("configs/local-cpu.yaml", pd)
+    assert topo.prefill.args["numerics"] == topo.decode.args["numerics"] == "exact"
+    assert numerics_overrides("configs/local-cpu-reference.yaml", "gpu-like") == (
+        "server.args.numerics=gpu-like", "colocated.args.numerics=gpu-like")
+    assert numerics_overrides("configs/local-cpu.yaml", None) == ()
+    with pytest.raises(UserError, match="applies to the reference engine"):
+        numerics_overrides("configs/gpt-oss-20b-p2-d1-h100-nixl.yaml", "exact")
