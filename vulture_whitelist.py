@@ -23,6 +23,7 @@ span_s  # pdctl/metrics/alarms.py: status' alarms document
 pytest_sessionfinish, pytest_unconfigure, pytest_terminal_summary, pytestmark
 # FastAPI routes and exception handlers, registered by their decorators
 health_generate, completions, _api_error, _timeout  # pdctl/reference/http/
+corrupt_state, corrupt_set  # pdctl/reference/http/admin.py: the KV-corruption TEST HOOK's routes
 # loaded by name (pdctl.transfer.registry, "module:Class"): the reference roles of each transfer stack
 # (Stack.roles), the transfer backends (Backend.implementation)
 DecodeRole, PrefillRole, SGLangDecodeRole, SGLangPrefillRole, MooncakeBackend, NixlBackend

@@ -28,9 +28,10 @@ step "pdctl eval gsm8k (short)"
 pdctl eval gsm8k --data-file tests/data/gsm8k_test_50.jsonl --num-questions 10 --num-shots 2 \
   --max-new-tokens 32 --parallel 10 --json .pdctl/demo-eval.json
 
-step "pdctl parity --cold --warm (against a colocated TP1 reference launched from $REF_TOPO)"
-pdctl parity --cold --warm --reference-topology "$REF_TOPO" --report .pdctl/demo-parity.html \
-  --json .pdctl/demo-parity.json
+step "pdctl parity --cold --warm (GPU-like numerics; against a colocated TP1 reference launched from $REF_TOPO)"
+# TP2 -> TP1 against TP1 rounds differently: parity starts a TP2 control and judges against that noise floor
+pdctl parity --cold --warm --reference-topology "$REF_TOPO" --numerics gpu-like \
+  --report .pdctl/demo-parity.html --json .pdctl/demo-parity.json
 
 step "pdctl down"
 pdctl down

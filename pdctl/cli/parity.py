@@ -12,6 +12,7 @@ import click
 from pdctl.cli.options import FiniteFloatRange, deadline_option, json_option, writable
 from pdctl.cli.progress import PhaseProgress, run_live
 from pdctl.errors import CheckFailed
+from pdctl.reference.args import NUMERICS  # argparse + a dataclass: no torch
 
 
 def _fmt(value: float | None) -> str:
@@ -53,36 +54,80 @@ def _print_result(result, out) -> None:
                   highlight=False)
     else:
         out.print("candidate decode servers unknown: warm flushes nothing between its two sends", highlight=False)
-    out.print(f"suite: {len(result.suite)} prompts; computed from: {result.facts}", highlight=False)
+    out.print(f"suite: {len(result.suite)} prompts, {result.max_new_tokens} tokens each; computed from: {result.facts}",
+              highlight=False)
+    _print_tp(result, out)
     for mode in result.modes.values():
         passed = sum(c.passed for c in mode.comparisons)
-        title = f"{mode.name}: {passed}/{len(mode.comparisons)} passed"
-        if mode.control is not None:
-            cpass = sum(c.passed for c in mode.control)
-            title += f"  (control: {cpass}/{len(mode.control)} passed, floor |Δ| {_fmt(mode.control_floor)})"
+        numbers = mode.numbers()
+        title = f"{mode.name}: {passed}/{len(mode.comparisons)} within the tolerance"
+        if mode.floor is not None:
+            title += (f"; floor {_fmt(mode.floor.level)} ({', '.join(mode.floor.controls)}), threshold "
+                      f"{_fmt(mode.floor.threshold)}, worst {_fmt(numbers['worst'])}, margin {_fmt(numbers['margin'])}")
         table = Table(title=title, title_justify="left")
-        for col in ("prompt", "send", "tokens", "first mismatch", "max |Δ|", "prefill differs", "cached", "status"):
+        for col in ("prompt", "send", "tokens", "first mismatch", "max |Δ|", "score", "flips", "prefill differs",
+                    "cached", "status"):
             table.add_column(col)
-        shown = mode.failures
-        for comp in shown:
-            status = f"explained: {comp.explained_by}" if comp.explained_by else "[red]FAIL[/]"
+        for comp in mode.unexplained:  # the explained ones are in --json / --report
             table.add_row(
                 f"{comp.prompt} {comp.prompt_name}", comp.label, str(comp.prompt_tokens),
                 "-" if comp.first_mismatch is None else str(comp.first_mismatch), _fmt(comp.max_abs_delta),
+                _fmt(comp.score), str(comp.flips),
                 f"{'yes' if comp.prefill_differs else 'no'} ({_fmt(comp.prefill_max_abs_delta)})",
-                str(comp.cached_tokens), status,
+                str(comp.cached_tokens), "[red]FAIL[/]",
             )
-        if not shown:
-            worst = max((c.max_abs_delta for c in mode.comparisons), default=0.0)
-            cached = [c.cached_tokens for c in mode.comparisons]
-            table.add_row("all", mode.name, "-", "-", _fmt(worst), "-",
-                          f"min {min(cached, default=0)} / max {max(cached, default=0)}", "[green]pass[/]")
+        rest = [c for c in mode.comparisons if c.passed or c.explained_by]
+        explained = sum(1 for c in rest if not c.passed)
+        cached = [c.cached_tokens for c in rest]
+        status = "[green]pass[/]" + (f" ({explained} explained by the {'floor' if mode.floor else 'prefill'})"
+                                     if explained else "")
+        table.add_row(f"all others ({len(rest)})" if mode.unexplained else f"all ({len(rest)})", mode.name, "-", "-",
+                      _fmt(max((c.max_abs_delta for c in rest), default=0.0)),
+                      _fmt(max((c.score for c in rest), default=0.0)), str(sum(c.flips for c in rest)), "-",
+                      f"min {min(cached, default=0)} / max {max(cached, default=0)}", status)
         out.print(table)
-        for comp in shown:
+        for comp in mode.unexplained:
             why = f" — unexplained: {comp.unexplained_because}" if comp.unexplained_because else ""
             out.print(f"  {comp.prompt_name} [{comp.label}]: {comp.reason}{why}", highlight=False, markup=False)
+    positions = result.positions or {}
+    if positions.get("summary"):
+        out.print(f"positions: {positions['summary']}", highlight=False, markup=False)
+        if positions.get("layer_window"):
+            out.print(f"  {positions['layer_window']}", highlight=False, markup=False)
+    if result.soak is not None:
+        _print_soak(result.soak, out)
     verdict = "[bold green]PARITY OK[/]" if result.ok else "[bold red]PARITY FAILED[/]"
-    out.print(verdict)
+    notes = [f"margin {_fmt(result.margin)}"] if result.margin is not None else []
+    notes += [f"{result.wall_s:.0f} s"] if result.wall_s is not None else []
+    out.print(verdict + (f"  ({', '.join(notes)})" if notes else ""))
+
+
+def _print_tp(result, out) -> None:
+    tp = result.tp or {}
+    if not tp:
+        return
+    line = f"attention TP: candidate prefill/decode {tp.get('candidate')}, reference {tp.get('reference')}"
+    if tp.get("controls"):
+        line += "; TP controls: " + ", ".join(f"tp{c['tp']} ({c['source']}, {c['url']})" for c in tp["controls"])
+    out.print(line, highlight=False, markup=False)
+    if tp.get("note"):
+        out.print(f"[yellow]note:[/] {tp['note']}", highlight=False)
+
+
+def _print_soak(soak, out) -> None:
+    from rich.table import Table
+
+    doc = soak.document()
+    table = Table(title=f"soak: {len(doc['rounds'])} rounds, threshold {_fmt(doc['threshold'])}; trend tau "
+                        f"{doc['trend']['tau']:.2f} (p {doc['trend']['p']:.2g})", title_justify="left")
+    for col in ("round", "served before", "compared", "mean score", "worst", "flips", "unexplained"):
+        table.add_column(col)
+    for r in doc["rounds"]:
+        table.add_row(str(r["round"]), str(r["served_before"]), str(r["compared"]), _fmt(r["mean_score"]),
+                      _fmt(r["worst_score"]), str(r["flips"]), str(r["unexplained"]))
+    out.print(table)
+    if not soak.ok:
+        out.print(f"  soak: {soak.reason()}", highlight=False, markup=False)
 
 
 @click.command("parity")
@@ -102,11 +147,24 @@ def _print_result(result, out) -> None:
 @click.option("--concurrent", is_flag=True, help="Send the suite (several copies) all at once; compare.")
 @click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False),
               help='JSONL of {"text": ...} or {"input_ids": [...]} (default: the edge-length suite).')
-@click.option("--max-new-tokens", type=int, default=4, show_default=True)
-@click.option("--tolerance", type=FiniteFloatRange(min=0), default=0.05, show_default=True, help="Max |Δ logprob| per token.")
+@click.option("--max-new-tokens", type=int, default=32, show_default=True,
+              help="Tokens generated per prompt (every one scored, teacher-forced on the reference's tokens).")
+@click.option("--tolerance", type=FiniteFloatRange(min=0), default=0.05, show_default=True,
+              help="The kit's check: max |Δ logprob| per token; a comparison within it always passes.")
 @click.option("--control/--no-control", default=True, show_default=True,
-              help="Reference-vs-itself noise floor for warm/concurrent.")
-@click.option("--copies", type=int, default=3, show_default=True, help="Concurrent: copies of the suite.")
+              help="Measure the noise floor (controls: the reference itself, TP controls) for every mode.")
+@click.option("--floor-factor", "factor", type=FiniteFloatRange(min=1), default=4.0, show_default=True,
+              help="A comparison beyond the tolerance fails when its divergence exceeds this x the floor.")
+@click.option("--tp-control", "tp_control_urls", multiple=True, metavar="URL",
+              help="A correct server at the candidate's attention TP (else parity starts one for the reference "
+                   "engine when the TP splits differ). Repeatable.")
+@click.option("--no-tp-control", is_flag=True, help="Never use or start a TP control.")
+@click.option("--numerics", type=click.Choice(list(NUMERICS)),
+              help="Numerics of the reference-engine servers parity starts (--reference-topology, TP controls); "
+                   "default: the topology's, and the candidate's for TP controls.")
+@click.option("--soak", metavar="N", help="Then send the suite N rounds (or for a duration: 90s, 10m) under "
+              "concurrency; fail on a round beyond the floor or a divergence that grows with served requests.")
+@click.option("--copies", type=int, default=3, show_default=True, help="Concurrent and soak: copies of the suite.")
 @click.option("--max-prompt-tokens", type=int, help="Cap the default suite's longest prompt.")
 @click.option("--model", help="Model dir / config.json / preset for vocabulary and sliding window.")
 @click.option("--page-size", type=int, help="Override the page size the suite is built around.")
@@ -121,13 +179,14 @@ def _print_result(result, out) -> None:
 @json_option("the verdict")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), callback=writable, help="Write an HTML report here.")
 def parity(candidate_url, run_dir, reference_url, reference_topology, decode_url, prefill_url, cold, warm,
-           concurrent, prompts_file, max_new_tokens, tolerance, control, copies, max_prompt_tokens, model,
-           page_size, vocab_size, sliding_window, chunked_prefill_size, context_length, seed, launch_timeout,
-           deadline_s, json_path, report_path) -> None:
-    """Prove a PD deployment computes what a reference server computes; say where a difference comes from.
+           concurrent, prompts_file, max_new_tokens, tolerance, control, factor, tp_control_urls, no_tp_control,
+           numerics, soak, copies, max_prompt_tokens, model, page_size, vocab_size, sliding_window,
+           chunked_prefill_size, context_length, seed, launch_timeout, deadline_s, json_path, report_path) -> None:
+    """Prove a PD deployment computes what a reference server computes, against a measured noise floor.
 
-    Exit 0 = parity; 1 = a cold comparison failed, or a warm/concurrent failure is explained neither by
-    different prefill logits nor by the reference's own noise floor; 2 = bad input or unreachable URL.
+    Exit 0 = parity; 1 = a comparison beyond the tolerance whose divergence exceeds --floor-factor x the floor
+    (what correct servers show under the same conditions), an error or missing prefix reuse, or a soak that
+    drifts; 2 = bad input or unreachable URL.
     """
     from pdctl.parity.session import ParityRequest, run_request
 
@@ -143,10 +202,14 @@ def parity(candidate_url, run_dir, reference_url, reference_topology, decode_url
         tolerance=tolerance, control=control, copies=copies, max_prompt_tokens=max_prompt_tokens, model=model,
         overrides={"page_size": page_size, "vocab_size": vocab_size, "sliding_window": sliding_window,
                    "chunked_prefill_size": chunked_prefill_size, "context_length": context_length},
-        seed=seed, launch_timeout=launch_timeout, deadline_s=deadline_s,
+        seed=seed, launch_timeout=launch_timeout, deadline_s=deadline_s, factor=factor,
+        tp_control_urls=tuple(tp_control_urls), tp_control=not no_tp_control, numerics=numerics, soak=soak,
     )
     result = run_live(LiveProgress, lambda progress: run_request(req, progress=progress), show=_print_result,
                       json_path=json_path, report_path=report_path, write_report=_write_report)
     if not result.ok:
-        bad = {name: len(mode.unexplained) for name, mode in result.modes.items() if not mode.ok}
-        raise CheckFailed("parity failed: " + ", ".join(f"{n} unexplained failure(s) in {m}" for m, n in bad.items()))
+        bad = [f"{len(mode.unexplained)} unexplained failure(s) in {name}" for name, mode in result.modes.items()
+               if not mode.ok]
+        if result.soak is not None and not result.soak.ok:
+            bad.append(f"soak: {result.soak.reason()}")
+        raise CheckFailed("parity failed: " + ", ".join(bad))

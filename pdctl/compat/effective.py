@@ -16,7 +16,7 @@ import io
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from pdctl.reference.args import build_parser
+from pdctl.reference.args import TEST_HOOK_FLAGS, build_parser
 from pdctl.render.spec import flag_args, merge_flags
 from pdctl.sglang.argv import ArgvProblem, ParsedArgs, parse_argv
 from pdctl.sglang.settings import ServerSettings, env_bool, ucx_protocol
@@ -129,14 +129,18 @@ def _sglang_args(intent: Any, table: FlagTable) -> ParsedArgs:
     """A reference topology's `args:` parsed as the real run's SGLang would parse them (the release's table):
     a rehearsal must reject a misspelled flag as the real launch would (the reference engine's parser keeps
     unknown flags and ignores them). The reference engine's own knobs (--numerics, --num-threads, ...) are
-    not SGLang's, and are not problems: a rehearsal may set them."""
-    own = set(build_parser()._option_string_actions)
+    not SGLang's, and are not problems: a rehearsal may set them. Its test hooks are refused: they damage the
+    results on purpose (tests arm them on servers they start themselves)."""
+    own = set(build_parser()._option_string_actions) - TEST_HOOK_FLAGS
     parsed = parse_argv(["--model-path", "x", *flag_args(intent.args)], table)
     problems = []
     for problem in parsed.problems:
         flag = (problem.flag or "").split("=")[0]
         if flag in own:
             continue
+        if flag in TEST_HOOK_FLAGS:
+            problem = replace(problem, message=f"{flag} is a test hook of the reference engine (it corrupts results "
+                                               "on purpose): never in a topology")
         close = difflib.get_close_matches(flag, sorted(own), n=1, cutoff=0.8) if flag else []
         if close and "did you mean" not in problem.message:
             problem = replace(problem, message=f"{problem.message}; did you mean {close[0]} (a reference-engine flag)?")

@@ -17,13 +17,15 @@ from pdctl.topology import load_topology
 
 
 @contextlib.contextmanager
-def launched_reference(topology_file: str | Path, *, timeout: float = 600.0) -> Iterator[Target]:
-    """Launch the deployment of TOPOLOGY_FILE for the duration of the block, then tear it down.
+def launched_reference(topology_file: str | Path, *, timeout: float = 600.0,
+                       overrides: tuple[str, ...] = ()) -> Iterator[Target]:
+    """Launch the deployment of TOPOLOGY_FILE (with `--set` OVERRIDES) for the duration of the block, then tear
+    it down.
 
     The launch goes to a temporary run dir and does not touch the user's "latest run" record
     (remember=False): a helper deployment is not the one later `pdctl eval`/`status` calls should find.
     """
-    topo = load_topology(topology_file)
+    topo = load_topology(topology_file, overrides)
     run_dir = Path(tempfile.mkdtemp(prefix=f"pdctl-parity-ref-{topo.name}-"))
     try:
         state = launch_topology(topo, run_dir=run_dir, timeout=timeout, detach=True, remember=False)

@@ -1,12 +1,17 @@
-"""One comparison: a candidate's answer to a prompt against the reference's answer to the same prompt.
+"""One comparison: a server's answer to a prompt, scored on the reference's answer to the same prompt.
 
-What is compared is what SGLang's parity kit requires — identical greedy token ids and |Δ logprob| within a
-tolerance at every generated position — plus the attribution users need when it fails: whether the prompt's
-own logprobs (`input_token_logprobs`, computed by prefill before any KV moves) already differ. A difference
-that is there before the transfer cannot have been caused by the transfer.
+Two readings of the same numbers:
+- the kit's check (SGLang's `PDLogprobParityMixin`): identical greedy tokens and |Δ logprob| within a
+  tolerance at every generated position — `passed`. A comparison that passes it never fails a run;
+- the divergence (pdctl.parity.divergence) at every position, teacher-forced (pdctl.parity.teacher), and
+  `score`: the mean over its positions of the top-k KL, each position capped at KL_CAP nats. A comparison
+  beyond the tolerance is judged by its score against the noise floor (pdctl.parity.floor).
 
-Deltas are taken up to and including the first position where the token ids differ: past it the two
-sequences continue from different contexts and their logprobs no longer measure the same thing.
+Attribution: `prefill_differs` says whether the prompt's own logprobs (`input_token_logprobs`, computed by
+prefill before any KV moves) already differed beyond the tolerance.
+
+`hard_failure`: what no floor can explain — the request errored, the server generated fewer tokens than
+asked, or (warm) no prefix was reused where one should have been.
 """
 
 from __future__ import annotations
@@ -15,32 +20,44 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pdctl.parity.divergence import PositionStat, position_stat
+from pdctl.parity.teacher import Forced, RefSequence
+
+KL_CAP = 4.0  # nats: one position (a wild one, or one not measured) weighs at most this much in a score
+
 
 @dataclass
 class Comparison:
-    """The outcome of comparing one candidate answer to one reference answer."""
+    """The outcome of comparing one answer to the reference's answer for the same prompt."""
 
     prompt: int  # index of the prompt in the suite
     prompt_name: str
     prompt_tokens: int
-    label: str  # which send: "cold", "warm", "warm:prefix", "concurrent#2", ...
+    label: str  # which send: "cold", "warm", "warm:prefix", "concurrent#2", "control:tp2 cold", "soak#3", ...
     tokens_match: bool
     first_mismatch: int | None  # first position whose token differs or whose |Δ| exceeds the tolerance
     first_token_mismatch: int | None
     max_abs_delta: float
-    deltas: list[float] = field(default_factory=list)  # |Δ logprob| per generated position
+    deltas: list[float] = field(default_factory=list)  # |Δ logprob| per generated position (teacher-forced)
     prefill_differs: bool = False
     prefill_max_abs_delta: float | None = None
     cached_tokens: int = 0
     expect_cached: bool = False
-    passed: bool = True
+    passed: bool = True  # the kit's check
     reason: str = ""
-    explained_by: str | None = None  # "prefill_differs" | "control" for failures that are not the transfer's
+    explained_by: str | None = None  # "floor" | "prefill_differs" for failures that are not the deployment's
     unexplained_because: str | None = None  # why a failure is not explained (set by ModeResult.explain)
+    score: float = 0.0  # mean capped top-k KL over the positions (nats)
+    flips: int = 0
+    resyncs: int = 0
+    hard_failure: bool = False
+    positions: list[PositionStat] = field(default_factory=list)
 
     def failure_doc(self) -> dict[str, Any]:
         """The failure entry of the --json document (CLI.md keys first, then the extras)."""
         doc = asdict(self)
+        doc.pop("positions")
+        doc["kl"] = [p.kl for p in self.positions]
         ordered = {k: doc.pop(k) for k in ("prompt", "prompt_tokens", "first_mismatch", "max_abs_delta",
                                             "prefill_differs", "cached_tokens")}
         ordered.update(doc)
@@ -86,9 +103,31 @@ def prefill_delta(candidate: dict[str, Any], reference: dict[str, Any]) -> float
     return worst
 
 
+def score_of(positions: list[PositionStat]) -> float:
+    """A comparison's score: the mean of min(KL, KL_CAP) over its positions (unmeasured = KL_CAP)."""
+    if not positions:
+        return 0.0
+    return sum(min(p.kl, KL_CAP) for p in positions) / len(positions)
+
+
+def decided_beyond(threshold: float | None, ref_seq: RefSequence, prompt_len: int):
+    """The early stop of teacher forcing: True once the positions scored so far alone give a score above
+    THRESHOLD (None: never — no floor, or a control being measured)."""
+    if threshold is None:
+        return None
+    n = max(1, len(ref_seq.tokens))
+
+    def decided(scored: list[Any]) -> bool:
+        total = sum(min(position_stat(i, prompt_len, ref_seq.tokens[i], ref_seq.logprobs[i], ref_seq.tops[i], s).kl,
+                        KL_CAP) for i, s in enumerate(scored))
+        return total / n > threshold
+    return decided
+
+
 def compare(
-    candidate: dict[str, Any],
+    forced: Forced,
     reference: dict[str, Any],
+    ref_seq: RefSequence,
     *,
     prompt: int,
     prompt_name: str,
@@ -97,58 +136,62 @@ def compare(
     max_new_tokens: int,
     expect_cached: bool = False,
 ) -> Comparison:
-    """Compare two /generate meta_infos for the same prompt the way the kit does, plus attribution."""
-    cand = _logprob_items(candidate, "output_token_logprobs")
-    ref = _logprob_items(reference, "output_token_logprobs")
-    prompt_tokens = int(reference.get("prompt_tokens") or candidate.get("prompt_tokens") or 0)
-    cached = int(candidate.get("cached_tokens") or 0)
+    """Judge FORCED (an answer scored on the reference's sequence) the kit's way, with its divergence."""
+    prompt_tokens = int(reference.get("prompt_tokens") or 0) or ref_seq.prompt_len
+    meta = forced.meta or {}
+    positions = [
+        position_stat(i, prompt_tokens, ref_seq.tokens[i], ref_seq.logprobs[i], ref_seq.tops[i], s)
+        for i, s in enumerate(forced.scored)
+    ]
+    deltas = [p.delta for p in positions]
+    flips = [p.index for p in positions if p.flip]
+    first_token_mismatch = flips[0] if flips else None
+    over = [p.index for p in positions if p.flip or p.delta > tolerance]
+    first_mismatch = over[0] if over else None
+    max_delta = max(deltas, default=0.0) if forced.meta is not None else math.inf
 
-    first_token_mismatch: int | None = None
-    first_mismatch: int | None = None
-    deltas: list[float] = []
-    for pos in range(max(len(cand), len(ref))):
-        if pos >= len(cand) or pos >= len(ref):
-            first_token_mismatch = pos if first_token_mismatch is None else first_token_mismatch
-            first_mismatch = pos if first_mismatch is None else first_mismatch
-            break
-        (c_lp, c_tok), (r_lp, r_tok) = cand[pos], ref[pos]
-        delta = abs(c_lp - r_lp) if c_lp is not None and r_lp is not None else math.inf
-        deltas.append(delta)
-        if (delta > tolerance or c_tok != r_tok) and first_mismatch is None:
-            first_mismatch = pos
-        if c_tok != r_tok:
-            first_token_mismatch = pos
-            break
-    max_delta = max(deltas) if deltas else (math.inf if cand != ref else 0.0)
-
-    p_delta = prefill_delta(candidate, reference)
-    if p_delta is None and deltas:
+    p_delta = prefill_delta(meta, reference) if forced.meta is not None else None
+    if p_delta is None and positions and forced.meta is not None:
         # No measurable prompt logprobs (a warm resend whose prompt came from cache): the first generated
         # token stands in for them — prefill computes it and sends it along with the KV.
-        p_delta = deltas[0] if first_token_mismatch != 0 else math.inf
+        p_delta = deltas[0] if not positions[0].flip else math.inf
     reasons: list[str] = []
-    if len(ref) != max_new_tokens:
-        reasons.append(f"reference generated {len(ref)} tokens, expected {max_new_tokens}")
+    hard: list[str] = []
+    if forced.error is not None:
+        hard.append(f"request failed: {forced.error}")
+    if len(ref_seq.tokens) != max_new_tokens:
+        hard.append(f"reference generated {len(ref_seq.tokens)} tokens, expected {max_new_tokens}")
+    if forced.short:
+        hard.append(f"generated fewer tokens than the reference's {len(ref_seq.tokens)}")
+    if expect_cached and forced.meta is not None and int(meta.get("cached_tokens") or 0) <= 0:
+        hard.append("no prefix reuse (cached_tokens = 0) where a cached prefix was expected")
     if first_token_mismatch is not None:
-        reasons.append(f"token ids differ from position {first_token_mismatch}")
+        reasons.append(f"token ids differ at {len(flips)} position(s) from {first_token_mismatch}")
     if max_delta > tolerance:
         reasons.append(f"|Δ logprob| {max_delta:.4g} > {tolerance:g}")
-    if expect_cached and cached <= 0:
-        reasons.append("no prefix reuse (cached_tokens = 0) where a cached prefix was expected")
+    if forced.capped:
+        reasons.append(f"could not follow the reference's text after {forced.resyncs} resends (rest not measured)")
+    if forced.decided:
+        reasons.append(f"beyond the floor after {forced.resyncs} resends (rest not measured)")
     return Comparison(
         prompt=prompt,
         prompt_name=prompt_name,
         prompt_tokens=prompt_tokens,
         label=label,
         tokens_match=first_token_mismatch is None,
-        first_mismatch=first_mismatch,
-        first_token_mismatch=first_token_mismatch,
+        first_mismatch=first_mismatch if forced.meta is not None else 0,
+        first_token_mismatch=first_token_mismatch if forced.meta is not None else 0,
         max_abs_delta=max_delta,
         deltas=deltas,
         prefill_differs=p_delta is not None and p_delta > tolerance,
         prefill_max_abs_delta=p_delta,
-        cached_tokens=cached,
+        cached_tokens=int(meta.get("cached_tokens") or 0),
         expect_cached=expect_cached,
-        passed=not reasons,
-        reason="; ".join(reasons),
+        passed=not (hard or reasons),
+        reason="; ".join(hard + reasons),
+        score=score_of(positions) if forced.meta is not None else KL_CAP,
+        flips=len(flips),
+        resyncs=forced.resyncs,
+        hard_failure=bool(hard),
+        positions=positions,
     )

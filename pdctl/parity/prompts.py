@@ -26,8 +26,9 @@ from pdctl.jsonfiles import iter_jsonl
 # Token ids the suite draws from when the vocabulary is large: SGLang's parity kit uses 100..1099, which is
 # plain text in every BPE vocabulary we know and far from the special tokens at the top.
 _KIT_ID_RANGE = (100, 1100)
-# The long prompt: "several thousand tokens where the context allows"; off a page boundary on purpose.
+# Without a known context length the longest prompt stays near the old fixed target (4096 + 2 pages).
 LONG_TARGET = 4096
+LADDER = 8  # long-context prompts: 4 windows + a page + 1, then x8, x64, ... below the context
 DEFAULT_SEED = 0
 
 
@@ -89,7 +90,7 @@ def _positive_int(value: Any) -> int | None:
     return number if number > 0 else None
 
 
-def _first_info(info: dict[str, Any]) -> dict[str, Any]:
+def first_info(info: dict[str, Any]) -> dict[str, Any]:
     """A router's /server_info wraps workers' documents ({"prefill": [...], "decode": [...]}): take prefill's."""
     for key in ("prefill", "decode"):
         workers = info.get(key)
@@ -101,8 +102,8 @@ def _first_info(info: dict[str, Any]) -> dict[str, Any]:
 def facts_from_info(server_info: dict[str, Any] | None, model_info: dict[str, Any] | None) -> SuiteFacts:
     """Read page size, chunk size, context length, window and vocabulary from a server's info documents."""
     facts = SuiteFacts()
-    server = _first_info(server_info or {})
-    model = _first_info(model_info or {})
+    server = first_info(server_info or {})
+    model = first_info(model_info or {})
     hf = model.get("hf_config") if isinstance(model.get("hf_config"), dict) else {}
     cfg = server.get("model_config") if isinstance(server.get("model_config"), dict) else {}
 
@@ -169,11 +170,13 @@ def random_ids(length: int, *, vocab_size: int | None, seed: int) -> list[int]:
 
 
 def suite_lengths(facts: SuiteFacts, *, max_new_tokens: int, max_prompt_tokens: int | None = None) -> dict[str, int]:
-    """Name -> prompt length on each transfer edge, deduplicated, capped by the context (and an optional cap)."""
+    """Name -> prompt length on each transfer edge, then long-context prompts up to the context, deduplicated,
+    capped by the context (prompt + output must fit) and by an optional cap."""
     page = max(1, facts.page_size)
-    limit = LONG_TARGET + 2 * page
     if facts.context_length is not None:
-        limit = min(limit, facts.context_length - max_new_tokens - 1)
+        limit = facts.context_length - max_new_tokens - 1
+    else:
+        limit = LONG_TARGET + 2 * page  # context unknown: as long as the old fixed "long" prompt
     if max_prompt_tokens is not None:
         limit = min(limit, max_prompt_tokens)
     if limit < 2:
@@ -194,7 +197,7 @@ def suite_lengths(facts: SuiteFacts, *, max_new_tokens: int, max_prompt_tokens: 
     if facts.chunked_prefill_size:
         c = facts.chunked_prefill_size
         wanted += [("chunk", c), ("past_chunk", c + 1)]
-    wanted += [("long", LONG_TARGET + page // 2 + 1)]
+    wanted += long_context_lengths(facts, limit)
     lengths: dict[str, int] = {}
     seen: set[int] = set()
     for name, length in wanted:
@@ -208,6 +211,19 @@ def suite_lengths(facts: SuiteFacts, *, max_new_tokens: int, max_prompt_tokens: 
         seen.add(length)
         lengths[name] = length
     return lengths
+
+
+def long_context_lengths(facts: SuiteFacts, limit: int) -> list[tuple[str, int]]:
+    """Past four sliding windows (or 256 tokens without one), then x LADDER steps, then the longest prompt the
+    context allows: faults that need many pages, many windows or many chunks show there."""
+    page = max(1, facts.page_size)
+    base = 4 * facts.sliding_window + page + 1 if facts.sliding_window else 256 + page // 2 + 1
+    out = [("past_4_windows" if facts.sliding_window else "past_256", base)]
+    n, k = base * LADDER, LADDER
+    while n < limit:
+        out.append((f"long_{k}x", n))
+        n, k = n * LADDER, k * LADDER
+    return out + [("long", limit)]
 
 
 def default_suite(

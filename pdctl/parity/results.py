@@ -1,15 +1,11 @@
-"""Per-mode results, the control noise floor, the verdict and the --json document.
+"""Per-mode results, their noise floor and verdict, and the --json document.
 
-The verdict follows issue 7: a cold failure always fails the run (both caches were empty, one request at a
-time: nothing but the deployment can explain a difference). A warm or concurrent failure fails the run only
-when it is not explained — neither by `prefill_differs` (the prompt's logits differed before any KV
-transfer: batching or prefix reuse in prefill) nor by the control noise floor (the reference differs from
-itself as much under the same conditions: colocated servers are not bit-stable under batching either).
-
-`prefill_differs` explains a failure only when a cold comparison of the same prompt PASSED in the same run
-(issue 12): that pass is what shows the deployment's prefill computes this prompt right, so that a later
-difference in its logits comes from batching or prefix reuse. Without it (`--warm` alone, or cold failed) a
-prefill running wrong weights would "explain" its own failures; such a failure stays unexplained and says so.
+The verdict (pdctl.parity.floor): a comparison that passes the kit's check (same tokens, |Δ| within the
+tolerance everywhere) never fails a run; a failure nothing can explain (an error, a short answer, no prefix
+reuse where one was expected) always does; any other failure is explained by the mode's measured noise
+floor when its divergence score is within `factor` x the floor, and fails the run otherwise. Without a floor
+(`--no-control`) the issue-7/12 rules hold: cold failures fail, warm/concurrent failures are explained only
+by `prefill_differs` for prompts whose cold comparison passed in the same run.
 """
 
 from __future__ import annotations
@@ -20,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdctl.parity.compare import Comparison
+from pdctl.parity.floor import STATISTIC, Floor, explain, verdict_numbers
 
 
 def _finite(value: float | None) -> float | None:
@@ -31,58 +28,24 @@ def _finite(value: float | None) -> float | None:
 
 @dataclass
 class ModeResult:
-    """All comparisons of one mode, and the reference-vs-itself comparisons run under the same conditions."""
+    """All comparisons of one mode, and the floor measured under the same conditions."""
 
     name: str
     comparisons: list[Comparison] = field(default_factory=list)
-    control: list[Comparison] | None = None  # None = control not run for this mode
+    floor: Floor | None = None  # None = no control run for this mode (--no-control)
+
+    @property
+    def control(self) -> list[Comparison] | None:
+        return self.floor.comparisons if self.floor is not None else None
 
     @property
     def control_floor(self) -> float | None:
-        """The largest |Δ logprob| the reference showed against itself (None without a control)."""
-        if self.control is None:
-            return None
-        # an errored or unmeasurable control send says nothing about noise: it must not lift the floor to inf
-        return max((c.max_abs_delta for c in self.control if math.isfinite(c.max_abs_delta)), default=0.0)
-
-    @property
-    def control_failed(self) -> bool:
-        return bool(self.control) and any(not c.passed for c in self.control)
-
-    @property
-    def control_token_mismatch(self) -> bool:
-        return bool(self.control) and any(not c.tokens_match for c in self.control)
+        """The largest |Δ logprob| the controls showed (None without a control)."""
+        return self.floor.max_abs_delta if self.floor is not None else None
 
     def explain(self, vouched: Collection[int] = ()) -> None:
-        """Mark each failure of a warm/concurrent mode with what explains it (if anything does).
-
-        VOUCHED: indexes of the prompts whose cold comparison passed in this run; only those may be
-        explained by `prefill_differs`.
-        """
-        for comp in self.comparisons:
-            comp.explained_by = None
-            comp.unexplained_because = None
-            if comp.passed or self.name == "cold":
-                continue
-            if comp.expect_cached and comp.cached_tokens <= 0:
-                comp.unexplained_because = "no prefix reuse where a cached prefix was expected"
-                continue  # a missing prefix reuse is the deployment's, whatever the logits say
-            if comp.prefill_differs and comp.prompt in vouched:
-                comp.explained_by = "prefill_differs"
-            elif (
-                self.control_failed
-                and self.control_floor is not None
-                and comp.max_abs_delta <= self.control_floor + 1e-9
-                and (comp.tokens_match or self.control_token_mismatch)
-            ):
-                comp.explained_by = "control"
-            elif comp.prefill_differs:
-                comp.unexplained_because = (
-                    "prefill logits differ, but no cold comparison of this prompt passed in this run to vouch "
-                    "for the deployment's prefill (run --cold with --warm/--concurrent)"
-                )
-            else:
-                comp.unexplained_because = "beyond the control noise floor with prefill logits in agreement"
+        """Mark each failure with what explains it (VOUCHED: prompts whose cold comparison passed)."""
+        explain(self.comparisons, self.floor, mode=self.name, vouched=vouched)
 
     @property
     def failures(self) -> list[Comparison]:
@@ -96,23 +59,32 @@ class ModeResult:
     def ok(self) -> bool:
         return not self.unexplained
 
+    def numbers(self) -> dict[str, Any]:
+        return verdict_numbers(self.comparisons, self.floor)
+
     def document(self) -> dict[str, Any]:
         """This mode's part of the --json document (CLI.md: compared, passed, failures)."""
+        numbers = self.numbers()
         doc: dict[str, Any] = {
             "compared": len(self.comparisons),
             "passed": sum(c.passed for c in self.comparisons),
             "failures": [_clean(c.failure_doc()) for c in self.failures],
             "ok": self.ok,
             "unexplained": len(self.unexplained),
+            "explained": len(self.failures) - len(self.unexplained),
             "max_abs_delta": _finite(max((c.max_abs_delta for c in self.comparisons), default=0.0)),
             "cached_tokens": [c.cached_tokens for c in self.comparisons],
+            "statistic": {"worst": numbers["worst"], "ratio": _finite(numbers["ratio"]),
+                          "summary": numbers["summary"]},
+            "margin": _finite(numbers["margin"]),
+            "resyncs": sum(c.resyncs for c in self.comparisons),
         }
-        if self.control is not None:
-            doc["control"] = {
-                "compared": len(self.control),
-                "passed": sum(c.passed for c in self.control),
-                "floor": _finite(self.control_floor),
-                "failures": [_clean(c.failure_doc()) for c in self.control if not c.passed],
+        if self.floor is not None:
+            floor = self.floor.document()
+            doc["floor"] = floor
+            doc["control"] = {  # the pre-floor keys, kept
+                "compared": floor["compared"], "passed": floor["passed"], "floor": _finite(floor["max_abs_delta"]),
+                "failures": [_clean(c.failure_doc()) for c in self.floor.comparisons if not c.passed],
             }
         return doc
 
@@ -121,6 +93,7 @@ def _clean(doc: dict[str, Any]) -> dict[str, Any]:
     doc["max_abs_delta"] = _finite(doc["max_abs_delta"])
     doc["prefill_max_abs_delta"] = _finite(doc.get("prefill_max_abs_delta"))
     doc["deltas"] = [_finite(d) for d in doc.get("deltas", [])]
+    doc["kl"] = [_finite(d) for d in doc.get("kl", [])]
     return doc
 
 
@@ -136,21 +109,45 @@ class ParityResult:
     suite: list[dict[str, Any]] = field(default_factory=list)
     facts: str = ""
     candidate_workers: dict[str, list[str]] = field(default_factory=dict)  # prefill/decode behind the URL
+    factor: float = 0.0
+    tp: dict[str, Any] = field(default_factory=dict)  # TP splits and the TP controls (pdctl.parity.controls)
+    numerics: dict[str, Any] = field(default_factory=dict)
+    positions: dict[str, Any] = field(default_factory=dict)  # pdctl.parity.positions
+    soak: Any = None  # pdctl.parity.soak.SoakResult
+    wall_s: float | None = None
 
     @property
     def ok(self) -> bool:
-        return all(mode.ok for mode in self.modes.values())
+        return all(mode.ok for mode in self.modes.values()) and (self.soak is None or self.soak.ok)
+
+    @property
+    def margin(self) -> float | None:
+        """The smallest margin of any mode (None when no mode had anything for a floor to explain)."""
+        margins = [m for mode in self.modes.values() if (m := mode.numbers()["margin"]) is not None]
+        return min(margins) if margins else None
 
     def document(self) -> dict[str, Any]:
-        """The --json document (keys from CLI.md, plus the endpoints, the suite and what it was built from)."""
-        return {
+        """The --json document (keys from CLI.md, plus the floor, statistic, margin and positions)."""
+        modes = {name: mode.document() for name, mode in self.modes.items()}
+        doc = {
             "ok": self.ok,
-            "modes": {name: mode.document() for name, mode in self.modes.items()},
+            "modes": modes,
             "tolerance": self.tolerance,
             "max_new_tokens": self.max_new_tokens,
+            "floor": {name: m.get("floor") for name, m in modes.items()},
+            "statistic": {"name": "score", "definition": STATISTIC, "factor": self.factor},
+            "margin": _finite(self.margin),
+            "positions": self.positions,
             "candidate": self.candidate,
             "candidate_workers": self.candidate_workers,
             "reference": self.reference,
+            "tp": self.tp,
+            "numerics": self.numerics,
             "prompts": self.suite,
             "suite_facts": self.facts,
         }
+        if self.soak is not None:
+            doc["soak"] = self.soak.document()
+        if self.wall_s is not None:
+            doc["wall_s"] = round(self.wall_s, 1)
+        return doc

@@ -19,10 +19,17 @@ from pdctl.errors import CheckFailed, UserError
 from pdctl.launch.scoped import launched_reference
 from pdctl.liveness import Watchdog, run_watched
 from pdctl.models import resolve_model_spec
+from pdctl.parity.controls import server_url, tp_controls
+from pdctl.parity.floor import DEFAULT_FACTOR
+from pdctl.parity.positions import analyze
 from pdctl.parity.prompts import Prompt, SuiteFacts, default_suite, facts_from_info, load_prompts_file
 from pdctl.parity.results import ParityResult
 from pdctl.parity.runner import ParityOptions, Progress, ProgressUpdate, run_parity
+from pdctl.parity.soak import parse_soak
+from pdctl.parity.teacher import DEFAULT_MAX_RESYNCS
+from pdctl.reference.args import NUMERICS  # the reference engine's --numerics (argparse only, no torch)
 from pdctl.target import Target, get_json, resolve
+from pdctl.topology import load_topology
 
 
 @dataclass
@@ -37,7 +44,7 @@ class ParityRequest:
     prefill_urls: tuple[str, ...] = ()
     modes: tuple[str, ...] = ("cold", "warm", "concurrent")
     prompts_file: str | None = None
-    max_new_tokens: int = 4
+    max_new_tokens: int = 32
     tolerance: float = 0.05
     control: bool = True
     copies: int = 3
@@ -47,6 +54,12 @@ class ParityRequest:
     seed: int = 0
     launch_timeout: float = 600.0
     deadline_s: float | None = None  # the whole command's limit (--deadline)
+    factor: float = DEFAULT_FACTOR  # --floor-factor
+    tp_control_urls: tuple[str, ...] = ()
+    tp_control: bool = True  # --no-tp-control: never start one
+    numerics: str | None = None  # of the reference-engine servers parity starts (reference topology, TP controls)
+    soak: str | None = None  # --soak N | 10m
+    max_resyncs: int = DEFAULT_MAX_RESYNCS
 
     def validate(self) -> None:
         """Reject contradictory or out-of-range options (exit 2) before anything is contacted."""
@@ -62,6 +75,15 @@ class ParityRequest:
             raise UserError("--copies must be at least 1")
         if self.max_prompt_tokens is not None and self.max_prompt_tokens < 2:
             raise UserError("--max-prompt-tokens must be at least 2")
+        if not self.factor >= 1:
+            raise UserError("--floor-factor must be at least 1 (the floor itself)")
+        if self.numerics is not None and self.numerics not in NUMERICS:
+            raise UserError(f"--numerics must be one of {', '.join(NUMERICS)}")
+        if self.max_resyncs < 0:
+            raise UserError("--max-resyncs must be >= 0")
+        parse_soak(self.soak)
+        if self.tp_control_urls and not self.tp_control:
+            raise UserError("give --tp-control URL or --no-tp-control, not both")
         for key, value in self.overrides.items():
             if value is not None and value < 1:
                 raise UserError(f"--{key.replace('_', '-')} must be a positive integer, got {value}")
@@ -85,8 +107,22 @@ def reference_target(req: ParityRequest) -> Iterator[Target]:
     assert req.reference_topology is not None
     if not Path(req.reference_topology).is_file():
         raise UserError(f"--reference-topology {req.reference_topology}: no such file")
-    with launched_reference(req.reference_topology, timeout=req.launch_timeout) as target:
+    overrides = numerics_overrides(req.reference_topology, req.numerics)
+    with launched_reference(req.reference_topology, timeout=req.launch_timeout, overrides=overrides) as target:
         yield target
+
+
+def numerics_overrides(topology: str, numerics: str | None) -> tuple[str, ...]:
+    """--numerics as `--set` overrides of TOPOLOGY: every reference-engine server of it computes with NUMERICS
+    (server.args, and each role's args, which are merged over the server's)."""
+    if numerics is None:
+        return ()
+    topo = load_topology(topology)
+    if topo.engine.kind != "reference":
+        raise UserError("--numerics applies to the reference engine (engine.kind: reference); "
+                        f"{topology} runs {topo.engine.kind}")
+    roles = [name for name in ("colocated", "prefill", "decode") if getattr(topo, name) is not None]
+    return tuple(f"{section}.args.numerics={numerics}" for section in ("server", *roles))
 
 
 def _model_spec_facts(model: str, *, strict: bool = True) -> dict[str, int | None]:
@@ -150,8 +186,8 @@ def build_prompts(req: ParityRequest, facts: SuiteFacts) -> list[Prompt]:
 
 def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityResult:
     """Do the whole run the user asked for; the reference topology (if any) is torn down before returning."""
+    started = time.monotonic()
     req.validate()
-    start = time.monotonic()
     say = progress or (lambda _update: None)
     say(ProgressUpdate("setup", 0, 0, detail="checking the candidate"))
     candidate = candidate_target(req)
@@ -161,21 +197,45 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
         say(ProgressUpdate("setup", 0, 0, detail="reading server facts"))
         facts = gather_facts(candidate, reference, req)
         prompts = build_prompts(req, facts)
+        rounds, seconds = parse_soak(req.soak)
         opts = ParityOptions(
             modes=req.modes, tolerance=req.tolerance, max_new_tokens=req.max_new_tokens, control=req.control,
-            copies=req.copies, page_size=facts.page_size, vocab_size=facts.vocab_size,
+            copies=req.copies, page_size=facts.page_size, vocab_size=facts.vocab_size, factor=req.factor,
+            max_resyncs=req.max_resyncs, soak_rounds=rounds, soak_seconds=seconds,
         )
+        say(ProgressUpdate("setup", 0, 0, detail="checking the TP splits (TP controls)"))
+        enabled = req.control and req.tp_control
         watchdog = Watchdog(candidate.run_dir)
-        left = None if req.deadline_s is None else max(0.0, req.deadline_s - (time.monotonic() - start))
-        try:  # the candidate's processes are looked at while the comparisons run: a hang is named in seconds
-            result = run_watched(lambda: run_parity(candidate, reference, prompts, opts, progress), watchdog,
-                                 doing="parity", deadline_s=left)
-        except CheckFailed as exc:  # a request failed: if a process of the run died or hangs, that is the news
-            if candidate.run_dir is not None and "the deployment of run" not in exc.message:
-                verdict = watchdog.last_look()
-                if verdict is not None:
-                    raise verdict.error(f"parity stopped ({exc.message})") from exc
-            raise
+        with tp_controls(candidate, reference, urls=req.tp_control_urls, enabled=enabled, numerics=req.numerics,
+                         timeout=req.launch_timeout) as (controls, tp_info):
+            if tp_info.note:
+                say(ProgressUpdate("setup", 0, 0, detail=tp_info.note))
+            left = None if req.deadline_s is None else max(0.0, req.deadline_s - (time.monotonic() - started))
+            try:  # the candidate's processes are looked at while the comparisons run: a hang is named in seconds
+                result = run_watched(lambda: run_parity(candidate, reference, prompts, opts, progress,
+                                                        tp_controls=controls),
+                                     watchdog, doing="parity", deadline_s=left)
+            except CheckFailed as exc:  # a request failed: if a process of the run died or hangs, that is the news
+                if candidate.run_dir is not None and "the deployment of run" not in exc.message:
+                    verdict = watchdog.last_look()
+                    if verdict is not None:
+                        raise verdict.error(f"parity stopped ({exc.message})") from exc
+                raise
+        result.numerics = _numerics(candidate, reference, tp_info, req.numerics)
     result.facts = facts.describe()
     result.candidate_workers = {"prefill": list(candidate.prefill_urls), "decode": list(candidate.flush_decode)}
+    result.tp = tp_info.document()
+    result.positions = analyze(result.modes, window=facts.sliding_window, factor=req.factor,
+                               max_new_tokens=req.max_new_tokens)
+    result.wall_s = time.monotonic() - started  # the whole command: launches, controls, every mode
     return result
+
+
+def _numerics(candidate: Target, reference: Target, tp_info: Any, asked: str | None) -> dict[str, Any]:
+    """What each side computes with, as far as its /server_info says (the reference engine reports it)."""
+    def of(target: Target) -> str | None:
+        value = (get_json(server_url(target), "/server_info", "/get_server_info") or {}).get("numerics")
+        return value if isinstance(value, str) else None
+
+    return {"candidate": of(candidate), "reference": of(reference), "asked": asked,
+            "controls": [c.get("numerics") for c in tp_info.controls]}

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass, field
 
 from pdctl.reference.config import KV_LAYOUTS as LAYOUTS
+from pdctl.reference.roles.corrupt import ENV, FLAG, parse_spec
 from pdctl.transfer.registry import DEFAULT, NAMES, PDCTL_STACK, STACK_NAMES
 
 NUMERICS = ("exact", "gpu-like")  # pdctl.reference.numerics implements them (it imports torch; this must not)
 DEFAULT_CHUNKED_PREFILL_SIZE = 4096
+
+# the engine's test hooks: flags that damage results on purpose (tests only; never a topology's args:)
+TEST_HOOK_FLAGS = frozenset({FLAG})
 
 KV_DTYPES = ("auto", "float32", "bfloat16", "float16", "fp8_e4m3", "fp8_e5m2", "mxfp8")
 
@@ -45,6 +50,7 @@ class ServerArgs:
     served_model_name: str | None = None
     log_level: str = "info"
     port_file: str | None = None
+    test_hook_corrupt_kv: str | None = None  # TEST HOOK (pdctl.reference.roles.corrupt), needs PDCTL_ENABLE_TEST_HOOKS=1
     ignored: list[str] = field(default_factory=list)
 
 
@@ -89,7 +95,23 @@ def build_parser() -> argparse.ArgumentParser:
     a("--log-level", default="info")
     a("--port-file", default=None,
       help="once serving, write the bound ports as JSON {port, bootstrap_port, pid} here (for --port 0)")
+    # TEST HOOK, hidden from --help: corrupt the KV a decode server receives (pdctl.reference.roles.corrupt).
+    a("--test-hook-corrupt-kv", default=None, help=argparse.SUPPRESS)
     return p
+
+
+def _test_hook_problem(args: ServerArgs) -> str | None:
+    """Why --test-hook-corrupt-kv cannot be used here (two keys: the flag AND the environment variable)."""
+    if os.environ.get(ENV) != "1":
+        return (f"{FLAG} is a test hook that corrupts KV on purpose; it needs {ENV}=1 in the server's environment "
+                "as well (never set either in a real deployment)")
+    if args.role != "decode":
+        return f"{FLAG} is a decode-side test hook (this server's role is {args.role})"
+    try:
+        parse_spec(args.test_hook_corrupt_kv or "")
+    except ValueError as exc:
+        return f"{FLAG}: {exc}"
+    return None
 
 
 def parse_args(argv: list[str] | None = None) -> ServerArgs:
@@ -119,6 +141,10 @@ def parse_args(argv: list[str] | None = None) -> ServerArgs:
         problems.append("--chunked-prefill-size must be at least one page (--page-size)")
     if not args.schedule_conservativeness > 0:
         problems.append("--schedule-conservativeness must be > 0")
+    if args.test_hook_corrupt_kv is not None:
+        problem = _test_hook_problem(args)
+        if problem:
+            problems.append(problem)
     if problems:
         build_parser().error("; ".join(problems))
     return args

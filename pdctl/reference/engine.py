@@ -20,6 +20,7 @@ from pdctl.reference.numerics import make_numerics
 from pdctl.reference.ranks import TPModel
 from pdctl.reference.roles import make_role
 from pdctl.reference.roles.base import PDSettings, Role, RoleContext
+from pdctl.reference.roles.corrupt import from_args
 from pdctl.reference.scheduler import Scheduler
 
 log = logging.getLogger("pdctl.reference")
@@ -83,6 +84,11 @@ def build_engine(args: ServerArgs) -> Engine:
         page_size=args.page_size,
         hybrid_swa_memory=not args.disable_hybrid_swa_memory,
     )
+    if args.test_hook_corrupt_kv is not None:  # TEST HOOK (armed only with PDCTL_ENABLE_TEST_HOOKS=1, args.py)
+        try:
+            settings.extra["corrupt_kv"] = from_args(args.test_hook_corrupt_kv, cfg=cfg, kv=kv)
+        except ValueError as exc:
+            raise UserError(f"--test-hook-corrupt-kv: {exc}") from exc
     metrics = EngineMetrics(model_name=args.served_model_name or args.model_path, role=args.role,
                             page_size=args.page_size, context_len=context)
     ctx = RoleContext(cfg, args.tp, kv, settings, str(Path(args.model_path)), shard.kv_heads, metrics=metrics)

@@ -50,3 +50,12 @@ def test_the_reference_engines_own_knobs_are_allowed_and_close_ones_suggested() 
     assert code == 0 and _finding(doc, "reference-ignores-args")["ok"]
     code, doc, _ = _report("server.args.numerix=gpu-like")
     assert code == 1 and "did you mean --numerics (a reference-engine flag)?" in _finding(doc, "flags-parse")["message"]
+
+
+def test_the_reference_engines_test_hook_is_refused_in_a_topology() -> None:
+    """--test-hook-corrupt-kv is one of the engine's own flags, but it corrupts KV on purpose (issue 21's tests arm
+    it on servers they start themselves): a topology that sets it is refused, by name, like a misspelling."""
+    code, doc, _ = _report("decode.args.test-hook-corrupt-kv=fp8")
+    assert code == 1
+    assert "decode-0: --test-hook-corrupt-kv is a test hook of the reference engine" in \
+        _finding(doc, "flags-parse")["message"]

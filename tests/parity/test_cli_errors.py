@@ -27,6 +27,12 @@ def _pdctl(*args: str) -> subprocess.CompletedProcess:
         (["--candidate", "ftp://a", "--reference", "http://b"], "not an http"),
         (["--candidate", "http://a", "--reference", "http://b", "--page-size", "0"], "--page-size must be"),
         (["--run-dir", "{tmp}/nope", "--reference", "http://b"], "not a pdctl run directory"),
+        (["--candidate", "http://a", "--reference", "http://b", "--soak", "0"], "--soak"),
+        (["--candidate", "http://a", "--reference", "http://b", "--soak", "5d"], "--soak"),
+        (["--candidate", "http://a", "--reference", "http://b", "--floor-factor", "0.5"], "--floor-factor"),
+        (["--candidate", "http://a", "--reference", "http://b", "--numerics", "fast"], "--numerics"),
+        (["--candidate", "http://a", "--reference", "http://b", "--tp-control", "http://c", "--no-tp-control"],
+         "--tp-control URL or --no-tp-control"),
     ],
 )
 def test_bad_input_exits_2_with_a_message(tmp_path, args: list[str], message: str) -> None:

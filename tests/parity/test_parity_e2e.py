@@ -1,6 +1,7 @@
 """`pdctl parity` end to end: the reference engine in PD (prefill TP2 -> decode TP1, NIXL, the real
-sglang-router) against a colocated TP1 reference, a deliberately broken candidate, a candidate whose prefill
-runs another checkpoint, and the HTML report in headless Chromium.
+sglang-router) against a colocated TP1 reference (parity starts a TP2 control for the floor), a deliberately
+broken candidate, a candidate whose prefill runs another checkpoint, `make demo`'s shape under gpu-like numerics
+(a launched colocated reference topology), the soak on the CLI, and the HTML report in headless Chromium.
 """
 
 from __future__ import annotations
@@ -72,7 +73,12 @@ def test_pd_matches_colocated_cold_warm_concurrent(tmp_path, chromium: Chromium,
         "--max-prompt-tokens", MAX_PROMPT_TOKENS, "--copies", "2", "--report", str(report),
     )
     assert proc.returncode == 0, proc.stderr
-    assert doc["ok"] is True and doc["tolerance"] == 0.05 and doc["max_new_tokens"] == 4
+    assert doc["ok"] is True and doc["tolerance"] == 0.05 and doc["max_new_tokens"] == 32
+    # TP2 -> TP1 against TP1: a TP2 control was started for the floor (exact numerics: it is 0)
+    assert doc["tp"]["candidate"] == [2, 1] and doc["tp"]["reference"] == [1, 1]
+    assert [(c["tp"], c["source"]) for c in doc["tp"]["controls"]] == [(2, "launched")]
+    assert all(doc["floor"][m]["level"] == 0.0 for m in ("cold", "warm", "concurrent"))
+    assert {"floor", "statistic", "margin", "positions"} <= set(doc)
     lengths = {p["tokens"] for p in doc["prompts"]}
     # page (16) edges and multiples, just past the window (32), the chunk (40) and just past it
     assert {15, 16, 17, 32, 33, 40, 41, 49} <= lengths
@@ -86,7 +92,7 @@ def test_pd_matches_colocated_cold_warm_concurrent(tmp_path, chromium: Chromium,
     # The HTML report opens in headless Chromium, and the page shows the plot (non-blank screenshot).
     dom = chromium.dump_dom(report)
     assert 'id="plot"' in dom and "data:image/png;base64," in dom, dom[-2000:]
-    assert 'id="verdict">PASS<' in dom
+    assert 'id="verdict">PASS<' in dom and "Floor (tp2 control)" in dom and 'id="positions"' in dom
     chromium.assert_not_blank(chromium.screenshot(report, tmp_path / "report.png"))
 
 
@@ -125,7 +131,7 @@ def test_prefill_on_another_checkpoint_vs_launched_reference_topology(tmp_path, 
                              prefill_args=("--model-path", str(other))) as candidate:
         common = ("--candidate", candidate.router_url, "--decode-url", candidate.decode_url,
                   "--prefill-url", candidate.prefill_url, "--reference-topology", str(topo), "--launch-timeout",
-                  "120", "--no-control", "--max-prompt-tokens", "20")
+                  "120", "--no-control", "--max-prompt-tokens", "20", "--max-new-tokens", "4")
         proc, doc = _parity(*common, "--cold", "--warm", cwd=tmp_path)
         warm_only, warm_doc = _parity(*common, "--warm", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
@@ -156,8 +162,11 @@ def test_prompts_file_with_text_and_ids(tmp_path, reference) -> None:
     prompts.write_text(json.dumps({"text": text, "name": "fox"}) + "\n"
                        + json.dumps({"input_ids": list(range(65, 65 + 20))}) + "\n", encoding="utf-8")
     proc, doc = _parity("--candidate", reference.url, "--reference", reference.url, "--prompts", str(prompts),
-                        "--warm", "--concurrent", "--copies", "2")
+                        "--warm", "--concurrent", "--copies", "2", "--soak", "2", "--max-new-tokens", "8")
     assert proc.returncode == 0, proc.stderr
+    soak = doc["soak"]  # the reference against itself, twice more: nothing drifts
+    assert soak["ok"] is True and [r["round"] for r in soak["rounds"]] == [1, 2] and soak["rounds"][1]["served_before"] == 4
+    assert "soak: 2 rounds" in " ".join(proc.stderr.split())
     # live progress on stderr (not a terminal here: one line per prompt, with passes and failures so far)
     assert "parity warm: 1/2  pass 2 fail 0" in proc.stderr and "parity concurrent: 4/4  pass 4 fail 0" in proc.stderr
     assert [p["name"] for p in doc["prompts"]] == ["fox", "line2"]
@@ -165,3 +174,28 @@ def test_prompts_file_with_text_and_ids(tmp_path, reference) -> None:
     assert warm["passed"] == warm["compared"] == 4  # two prompts, each resent and with a shared-prefix variant
     assert min(warm["cached_tokens"]) > 0
     assert doc["modes"]["concurrent"]["compared"] == 4
+
+
+def test_demo_shape_gpu_like_pd_vs_launched_colocated_reference(tmp_path, ref_checkpoint, chromium: Chromium) -> None:
+    """`make demo`'s parity step under GPU-like numerics: PD TP2 -> TP1 against a colocated TP1 topology that
+    parity launches (--numerics gpu-like rewrites it) and a TP2 control it starts itself. The clean deployment
+    passes — its cold answers differ from TP1's (TP rounding), by no more than the TP2 control's do."""
+    from tests.support.launch_samples import local_cpu_reference
+
+    topo = local_cpu_reference(tmp_path, ref_checkpoint, name="demo-ref")
+    gpu_like = ("--numerics", "gpu-like")
+    report = tmp_path / "demo.html"
+    with pd_support.start_pd(ref_checkpoint, prefill_tp=2, decode_tp=1, backend="nixl", prefill_args=gpu_like,
+                             decode_args=gpu_like) as candidate:
+        proc, doc = _parity("--candidate", candidate.router_url, "--reference-topology", str(topo), "--numerics",
+                            "gpu-like", "--cold", "--warm", "--max-prompt-tokens", "160", "--launch-timeout", "120",
+                            "--report", str(report), cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, (proc.stderr[-4000:], {m: d["failures"] for m, d in doc["modes"].items()})
+    assert doc["numerics"]["candidate"] == doc["numerics"]["reference"] == "gpu-like"
+    assert [(c["tp"], c["source"], c["numerics"]) for c in doc["tp"]["controls"]] == [(2, "launched", "gpu-like")]
+    cold = doc["modes"]["cold"]
+    assert cold["floor"]["level"] > 0 and cold["failures"]  # TP rounding is real ...
+    assert all(f["explained_by"] == "floor" for f in cold["failures"])  # ... and measured, not blamed
+    assert doc["margin"] > 1 and max(p["tokens"] for p in doc["prompts"]) >= 145  # past four windows
+    dom = chromium.dump_dom(report)
+    assert 'id="verdict">PASS<' in dom and "explained (floor)" in dom and 'id="margin"' in dom

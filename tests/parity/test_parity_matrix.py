@@ -40,7 +40,7 @@ def run_parity(matrix, name: str, **options) -> ParityResult:
     split = CANDIDATES[name][0]
     req = ParityRequest(candidate_url=matrix[name].router_url, reference_url=matrix[f"ref-{split}"].router_url,
                         modes=("cold", "warm", "concurrent"), max_prompt_tokens=MAX_PROMPT_TOKENS, copies=2,
-                        **options)
+                        max_new_tokens=4, **options)
     return run_request(req)
 
 

@@ -8,7 +8,8 @@ import math
 import pytest
 
 from pdctl.errors import UserError
-from pdctl.parity.compare import compare
+from pdctl.parity.compare import KL_CAP, compare
+from pdctl.parity.floor import Floor
 from pdctl.parity.prompts import (
     Prompt,
     SuiteFacts,
@@ -19,6 +20,7 @@ from pdctl.parity.prompts import (
     suite_lengths,
 )
 from pdctl.parity.results import ModeResult, ParityResult
+from pdctl.parity.teacher import force, reference_sequence
 
 REF_FACTS = SuiteFacts(page_size=16, vocab_size=258, sliding_window=32, context_length=4096)
 
@@ -96,65 +98,96 @@ def test_prompts_file_accepts_text_and_ids_and_names_bad_lines(tmp_path) -> None
         load_prompts_file(tmp_path / "missing.jsonl")
 
 
+def _cmp(cand, ref, *, label: str = "cold", tolerance: float = 0.05, max_new_tokens: int | None = None,
+         expect_cached: bool = False, resend=None):
+    """compare() of two meta_infos, the candidate teacher-forced on the reference's tokens."""
+    seq = reference_sequence(Prompt("p", input_ids=[40] * int(ref.get("prompt_tokens") or 3)), ref)
+    forced = force(cand, seq, resend)
+    n = max_new_tokens if max_new_tokens is not None else len(seq.tokens)
+    return compare(forced, ref, seq, prompt=0, prompt_name="p", label=label, tolerance=tolerance, max_new_tokens=n,
+                   expect_cached=expect_cached)
+
+
 def test_compare_reports_first_mismatch_and_prefill_attribution() -> None:
     ref = _meta([(-0.5, 7), (-1.0, 8), (-0.2, 9), (-0.3, 10)])
-    same = compare(_meta([(-0.5, 7), (-1.01, 8), (-0.2, 9), (-0.3, 10)]), ref, prompt=0, prompt_name="p",
-                   label="cold", tolerance=0.05, max_new_tokens=4)
+    same = _cmp(_meta([(-0.5, 7), (-1.01, 8), (-0.2, 9), (-0.3, 10)]), ref)
     assert same.passed and same.first_mismatch is None and same.max_abs_delta == pytest.approx(0.01)
-    # token differs at position 2: deltas stop there, prefill agrees -> the transfer's fault
-    broken = compare(_meta([(-0.5, 7), (-1.0, 8), (-2.0, 3), (-0.1, 4)]), ref, prompt=0, prompt_name="p",
-                     label="cold", tolerance=0.05, max_new_tokens=4)
+    # token differs at position 2 (no resend possible here): scored there, the rest not measured
+    broken = _cmp(_meta([(-0.5, 7), (-1.0, 8), (-2.0, 3), (-0.1, 4)]), ref)
     assert not broken.passed and broken.first_mismatch == 2 and broken.first_token_mismatch == 2
-    assert len(broken.deltas) == 3 and not broken.prefill_differs
+    assert len(broken.deltas) == 4 and math.isinf(broken.deltas[3]) and not broken.prefill_differs
+    assert broken.score >= KL_CAP / 4  # the unmeasured position weighs KL_CAP
     # logprob drift beyond tolerance at position 1, and the prompt's own logprobs differ too
-    drift = compare(_meta([(-0.5, 7), (-1.2, 8), (-0.2, 9), (-0.3, 10)], inp=[None, -1.3, -2.0]), ref, prompt=0,
-                    prompt_name="p", label="warm", tolerance=0.05, max_new_tokens=4)
-    assert drift.first_mismatch == 1 and drift.tokens_match and drift.prefill_differs
+    drift = _cmp(_meta([(-0.5, 7), (-1.2, 8), (-0.2, 9), (-0.3, 10)], inp=[None, -1.3, -2.0]), ref, label="warm")
+    assert drift.first_mismatch == 1 and drift.tokens_match and drift.prefill_differs and not drift.hard_failure
     assert drift.prefill_max_abs_delta == pytest.approx(0.3)
     # a warm answer with only the tail of the input logprobs is aligned at the end
-    tail = compare(_meta([(-0.5, 7), (-1.0, 8), (-0.2, 9), (-0.3, 10)], inp=[-2.0], cached=16), ref, prompt=0,
-                   prompt_name="p", label="warm", tolerance=0.05, max_new_tokens=4, expect_cached=True)
+    tail = _cmp(_meta([(-0.5, 7), (-1.0, 8), (-0.2, 9), (-0.3, 10)], inp=[-2.0], cached=16), ref, label="warm",
+                expect_cached=True)
     assert tail.passed and tail.prefill_max_abs_delta == 0.0
-    nocache = compare(ref, ref, prompt=0, prompt_name="p", label="warm", tolerance=0.05, max_new_tokens=4,
-                      expect_cached=True)
-    assert not nocache.passed and "cached_tokens = 0" in nocache.reason
+    nocache = _cmp(ref, ref, label="warm", expect_cached=True)
+    assert not nocache.passed and nocache.hard_failure and "cached_tokens = 0" in nocache.reason
+
+
+def test_a_flip_is_scored_and_the_rest_resent_on_the_reference_tokens() -> None:
+    """Teacher forcing: after a flip at 1 the server is asked again with prompt + the reference's tokens 0..1,
+    and its answer continues at position 2 — one flip does not make every later position a mismatch."""
+    ref = _meta([(-0.5, 7), (-0.7, 8), (-0.2, 9), (-0.3, 10)])
+    sent = []
+
+    def resend(ids, n):
+        sent.append((ids, n))
+        return _meta([(-0.21, 9), (-0.3, 10)])
+
+    comp = _cmp(_meta([(-0.5, 7), (-0.69, 5), (-3.0, 1), (-3.0, 2)]), ref, resend=resend)
+    assert sent == [([40, 40, 40, 7, 8], 2)]
+    assert comp.flips == 1 and comp.resyncs == 1 and comp.first_token_mismatch == 1
+    assert comp.deltas[2] == pytest.approx(0.01) and comp.deltas[3] == pytest.approx(0.0)
+    assert not comp.passed and not comp.hard_failure  # the flip fails the kit's check; the floor judges it
+    assert comp.score < 0.5  # the near-tie at 1 (ref token not in the top-k here: bounded) weighs little
 
 
 def _comp(delta: float, *, prefill: bool = False, tokens_match: bool = True, passed: bool | None = None):
     ref = _meta([(-0.5, 7)])
     cand = _meta([(-0.5 - delta, 7 if tokens_match else 6)], inp=[None, -1.0 - (1.0 if prefill else 0), -2.0])
-    return compare(cand, ref, prompt=0, prompt_name="p", label="x", tolerance=0.05, max_new_tokens=1)
+    return _cmp(cand, ref, label="x", max_new_tokens=1)
 
 
-def test_verdict_cold_fails_warm_failures_explained_by_prefill_or_control() -> None:
-    cold = ModeResult("cold", [_comp(0.2, prefill=True)])
-    warm = ModeResult("warm", [_comp(0.2, prefill=True), _comp(0.08)], control=[_comp(0.1), _comp(0.0)])
-    conc = ModeResult("concurrent", [_comp(0.3)], control=[_comp(0.1)])
+def _floor(*comps) -> Floor:
+    return Floor(["reference (itself)"], list(comps), factor=4.0)
+
+
+def test_verdict_floor_explains_noise_but_not_what_exceeds_it() -> None:
+    cold = ModeResult("cold", [_comp(0.2, prefill=True)], _floor(_comp(0.0)))
+    warm = ModeResult("warm", [_comp(0.2, prefill=True), _comp(0.08)], _floor(_comp(0.1), _comp(0.0)))
+    conc = ModeResult("concurrent", [_comp(3.0)], _floor(_comp(0.1)))
     for mode in (cold, warm, conc):
         mode.explain(vouched={0})  # as if prompt 0's cold comparison had passed in this run
-    assert not cold.ok  # cold failures are never explained away
-    assert [c.explained_by for c in warm.failures] == ["prefill_differs", "control"] and warm.ok
+    assert not cold.ok  # the cold floor is 0: any cold difference beyond the tolerance fails
+    assert [c.explained_by for c in warm.failures] == ["floor", "floor"] and warm.ok
     assert warm.control_floor == pytest.approx(0.1)
-    assert not conc.ok and conc.unexplained[0].max_abs_delta == pytest.approx(0.3)
-    result = ParityResult(modes={"cold": cold, "warm": warm, "concurrent": conc}, tolerance=0.05, max_new_tokens=1)
+    assert not conc.ok and "x the floor" in conc.unexplained[0].unexplained_because
+    result = ParityResult(modes={"cold": cold, "warm": warm, "concurrent": conc}, tolerance=0.05, max_new_tokens=1,
+                          factor=4.0)
     doc = json.loads(json.dumps(result.document(), allow_nan=False))
     assert doc["ok"] is False and doc["tolerance"] == 0.05 and doc["max_new_tokens"] == 1
     for mode in ("cold", "warm", "concurrent"):
-        assert {"compared", "passed", "failures"} <= set(doc["modes"][mode])
+        assert {"compared", "passed", "failures", "floor", "statistic", "margin"} <= set(doc["modes"][mode])
+        assert doc["floor"][mode]["level"] == doc["modes"][mode]["floor"]["level"]
+    assert {"floor", "statistic", "margin", "positions"} <= set(doc)
     failure = doc["modes"]["cold"]["failures"][0]
     assert list(failure)[:6] == ["prompt", "prompt_tokens", "first_mismatch", "max_abs_delta", "prefill_differs",
                                  "cached_tokens"]
     assert failure["first_mismatch"] == 0 and failure["prefill_differs"] is True
     assert doc["modes"]["warm"]["control"]["floor"] == pytest.approx(0.1)
+    assert doc["modes"]["warm"]["margin"] > 1 and doc["modes"]["concurrent"]["margin"] < 1
 
 
 def test_unmeasurable_delta_is_null_in_json() -> None:
     ref = _meta([(-0.5, 7), (-0.6, 8)])
-    short = compare(_meta([(-0.5, 7)]), ref, prompt=0, prompt_name="p", label="cold", tolerance=0.05,
-                    max_new_tokens=2)
-    assert not short.passed and short.first_mismatch == 1
-    missing = compare({"output_token_logprobs": [[None, 7, None], [-0.6, 8, None]]}, ref, prompt=0,
-                      prompt_name="p", label="cold", tolerance=0.05, max_new_tokens=2)
+    short = _cmp(_meta([(-0.5, 7)]), ref)
+    assert not short.passed and short.hard_failure and "fewer tokens" in short.reason
+    missing = _cmp({"output_token_logprobs": [[None, 7, None], [-0.6, 8, None]]}, ref)
     assert math.isinf(missing.max_abs_delta)
     mode = ModeResult("cold", [missing])
     mode.explain()
@@ -167,31 +200,31 @@ def test_html_report_embeds_a_png_plot(tmp_path) -> None:
 
     from pdctl.parity.report import write_report
 
-    warm = ModeResult("warm", [_comp(0.02), _comp(0.08)], control=[_comp(0.1)])
-    cold = ModeResult("cold", [_comp(0.0)])
+    warm = ModeResult("warm", [_comp(0.02), _comp(0.08)], _floor(_comp(0.1)))
+    cold = ModeResult("cold", [_comp(0.0)], _floor(_comp(0.0)))
     for mode in (cold, warm):
         mode.explain(vouched={0})
     result = ParityResult(modes={"cold": cold, "warm": warm}, tolerance=0.05, max_new_tokens=1,
-                          candidate="http://c", reference="http://r")
+                          candidate="http://c", reference="http://r", factor=4.0)
     page = write_report(result, tmp_path / "r.html").read_text(encoding="utf-8")
     png = re.search(r'id="plot"[^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert png and base64.b64decode(png.group(1)).startswith(b"\x89PNG\r\n\x1a\n")
-    assert 'id="verdict">PASS<' in page and "explained (control)" in page
+    assert 'id="verdict">PASS<' in page and "explained (floor)" in page and "Floor (reference (itself))" in page
     with pytest.raises(UserError, match="cannot write --report"):
         write_report(result, tmp_path / "missing-dir" / "r.html")
 
 
-def test_an_errored_control_send_does_not_explain_failures() -> None:
-    from pdctl.parity.runner import _errored
-
-    errored = _errored(0, Prompt("p", input_ids=[1, 2]), "control", {"prompt_tokens": 2}, "HTTP 503")
-    conc = ModeResult("concurrent", [_comp(0.3)], control=[errored, _comp(0.0)])
+def test_an_errored_control_send_does_not_lift_the_floor() -> None:
+    errored = _cmp("HTTP 503", _meta([(-0.5, 7)]), label="control", max_new_tokens=1)
+    assert errored.hard_failure and "request failed: HTTP 503" in errored.reason
+    conc = ModeResult("concurrent", [_comp(0.3)], _floor(errored, _comp(0.0)))
     conc.explain()
-    assert conc.control_floor == 0.0 and conc.control_failed and not conc.ok
+    assert conc.floor.level == 0.0 and conc.control_floor == 0.0 and not conc.ok
 
 
-def test_prefill_differs_explains_only_what_a_passing_cold_comparison_vouches_for() -> None:
-    """--warm alone (or a failed cold) must not let a prefill on wrong weights explain its own failures."""
+def test_without_a_floor_prefill_differs_explains_only_what_a_passing_cold_comparison_vouches_for() -> None:
+    """--no-control: --warm alone (or a failed cold) must not let a prefill on wrong weights explain its own
+    failures."""
     for vouched in ((), {1}):  # no cold run at all; cold passed for another prompt only
         warm = ModeResult("warm", [_comp(0.2, prefill=True)])
         warm.explain(vouched=vouched)
@@ -205,7 +238,8 @@ def test_prefill_differs_explains_only_what_a_passing_cold_comparison_vouches_fo
 
 
 def test_runner_vouches_only_with_passing_cold_comparisons(monkeypatch) -> None:
-    """The run's verdict end to end over a fake transport: a candidate whose prefill differs fails --warm alone."""
+    """The run's verdict end to end over a fake transport (--no-control): a candidate whose prefill differs
+    fails --warm alone."""
     from pdctl.parity import runner
     from pdctl.target import Target
 
@@ -229,13 +263,14 @@ def test_runner_vouches_only_with_passing_cold_comparisons(monkeypatch) -> None:
 
 def test_the_report_of_a_pass_is_not_flat_and_says_yes_no() -> None:
     """Issue 20: the report of a passing run plotted every |Δ| (1e-17) on a flat line at 0 of a linear axis up
-    to the tolerance, and its tables printed Python's True/False."""
+    to the tolerance, and its tables printed Python's True/False. The plots now draw scores (issue 21): a pass
+    scored at float rounding sits decades under the threshold, on a log axis whose bottom is below it."""
     pytest.importorskip("matplotlib")
     from dataclasses import replace
 
     from pdctl.parity.report import plot_figure, render_html
 
-    tiny = [replace(_comp(0.0), deltas=[d], max_abs_delta=d) for d in (2.7e-17, 5.5e-17, 0.0)]  # float rounding
+    tiny = [replace(_comp(0.0), deltas=[d], max_abs_delta=d, score=d) for d in (2.7e-17, 5.5e-17, 0.0)]  # rounding
     result = ParityResult({"cold": ModeResult("cold", tiny)}, tolerance=0.05, max_new_tokens=1)
     assert result.ok
     ax = plot_figure(result).axes[0]

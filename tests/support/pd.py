@@ -80,15 +80,16 @@ def start_servers(
     timeout: float = 120.0,
     log_dir: str | Path | None = None,
 ) -> Iterator[list[RunningServer]]:
-    """Start several reference servers AT ONCE ((role, tp, extra_args[, python]) each), wait until all are
+    """Start several reference servers AT ONCE ((role, tp, extra_args[, env[, python]]) each), wait until all are
     healthy. Starting them in parallel roughly halves a PD test's start-up time on a small machine.
     """
     log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="pdctl-pd-"))
     servers: list[RunningServer] = []
     try:
-        for role, tp, extra, *python in specs:
+        for role, tp, extra, *more in specs:
+            env, python = (*more, None, None)[:2]
             servers.append(spawn_reference(checkpoint, role=role, tp=tp, extra_args=extra, log_dir=log_dir,
-                                           python=python[0] if python else None))
+                                           env=env, python=python))
         for srv in servers:
             srv.wait_healthy(timeout)
         yield servers
@@ -250,6 +251,7 @@ class PairSpec:
     decode_args: tuple[str, ...] = ()
     page_size: int = 16
     sglang_python: str | None = None  # run both servers on SGLang's transfer stack, in this interpreter
+    decode_env: dict[str, str] | None = None  # e.g. the test hook's PDCTL_ENABLE_TEST_HOOKS=1
 
 
 @contextmanager
@@ -264,8 +266,8 @@ def start_pd_pairs(
         common = [*pd_args(spec.backend, spec.page_size), *spec.both_args]
         if spec.sglang_python:
             common += ["--transfer-stack", "sglang"]
-        specs += [("prefill", spec.prefill_tp, [*common, *spec.prefill_args], spec.sglang_python),
-                  ("decode", spec.decode_tp, [*common, *spec.decode_args], spec.sglang_python)]
+        specs += [("prefill", spec.prefill_tp, [*common, *spec.prefill_args], None, spec.sglang_python),
+                  ("decode", spec.decode_tp, [*common, *spec.decode_args], spec.decode_env, spec.sglang_python)]
     with ExitStack() as stack:
         servers = stack.enter_context(start_servers(checkpoint, specs, timeout=timeout, log_dir=log_dir))
         out: dict[str, PDDeployment] = {}

@@ -19,7 +19,8 @@ def test_values_are_typed_and_keys_dotted() -> None:
     topo = load_topology(LOCAL, ["decode.tp=2", "server.args.max-running-requests=8", "nodes[0].gpus=6",
                                  "transfer.backend=mooncake", "prefill.args.served-model-name='7'"])
     assert topo.decode.tp == 2 and topo.nodes[0].gpus == 6 and topo.transfer.backend == "mooncake"
-    assert topo.prefill.args == {"max-running-requests": 8, "served-model-name": "7"}
+    # server.args merge under the role's (the file's own server.args has the reference engine's numerics)
+    assert topo.prefill.args == {"numerics": "gpu-like", "max-running-requests": 8, "served-model-name": "7"}
     assert topo.overrides[0] == "decode.tp=2" and topo.document["decode"]["tp"] == 2
     assert load_topology(LOCAL).overrides == () and load_topology(LOCAL).document is None
 

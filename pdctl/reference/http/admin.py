@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter
-from fastapi.responses import Response
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
 
 from pdctl import __version__
 from pdctl.reference.http.bridge import EngineCall
 from pdctl.reference.request import GenRequest
+from pdctl.reference.roles.corrupt import parse_spec
 from pdctl.reference.sampling import SamplingParams
 
 
@@ -62,6 +63,21 @@ def make_router(engine: Any) -> APIRouter:
                 "preferred_sampling_params": None, "weight_version": "default",
                 "has_image_understanding": False, "has_audio_understanding": False, "model_type": "pdctl-reference",
                 "architectures": ["PdctlReferenceForCausalLM"]}
+
+    corruptor = getattr(engine.role, "corruptor", None)
+    if corruptor is not None:  # TEST HOOK (pdctl.reference.roles.corrupt): only on a server armed with it
+        @router.get("/test_hook/corrupt_kv")
+        async def corrupt_state() -> dict[str, Any]:
+            return corruptor.state()
+
+        @router.post("/test_hook/corrupt_kv")
+        async def corrupt_set(request: Request) -> Any:
+            try:
+                body = await request.json()
+                corruptor.set(parse_spec(str(body.get("spec", ""))))
+            except (ValueError, AttributeError) as exc:
+                return JSONResponse({"error": {"message": str(exc)}}, status_code=400)
+            return corruptor.state()
 
     for path in ("/server_info", "/get_server_info"):
         router.add_api_route(path, server_info, methods=["GET"])

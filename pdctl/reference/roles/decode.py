@@ -50,6 +50,8 @@ class _Pending:
     slot: int
     got: set[tuple[int, int]] = field(default_factory=set)
     giving_up: bool = False
+    kv: KVHandle | None = None  # for the test hook (roles/corrupt.py) only
+    saved: Any = None
 
 
 class DecodeRole:
@@ -73,6 +75,7 @@ class DecodeRole:
         self.clock = RoomClock()  # when the prefill last confirmed it holds each room
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="pd-recv")
         self._threads: list[threading.Thread] = []
+        self.corruptor = ctx.settings.extra.get("corrupt_kv")  # TEST HOOK: None in every real deployment
 
     def start(self) -> None:
         """Register pools (and the aux slots on rank 0), start the receiver and the watchdog."""
@@ -122,8 +125,11 @@ class DecodeRole:
             return
         p_tp = int(prefill["tp_size"])
         expected = {(p, d) for d in range(self.ctx.tp) for p in prefill_peers(p_tp, self.ctx.tp, d)}
+        pending = _Pending(room, addr, expected, done, time.monotonic(), slot)
+        if self.corruptor is not None:
+            pending.kv, pending.saved = kv, self.corruptor.before_transfer(kv)
         with self._lock:
-            self._pending[room] = _Pending(room, addr, expected, done, time.monotonic(), slot)
+            self._pending[room] = pending
         self._work.set()
         doc = {
             "decode_id": self.decode_id,
@@ -225,6 +231,8 @@ class DecodeRole:
         except ValueError as exc:
             self._finish(pending.room, str(exc))
             return
+        if self.corruptor is not None and pending.kv is not None:
+            self.corruptor.after_transfer(pending.kv, pending.saved)
         self._finish(pending.room, PDFirstToken(token, logprob, top, cached))
 
     def _receive_loop(self) -> None:
