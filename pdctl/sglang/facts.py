@@ -26,3 +26,9 @@ SPEC_DECODE_ONLY_SINCE = "0.5.8"
 # `page_size * num_groups * bytes_per_token_to_send == src_kv_item_len` since 0.5.22 (num_groups = 0 when
 # decode TP > prefill TP > KV heads); 0.5.17-0.5.21 build an empty source dlist for the same shape instead.
 NIXL_PREP_ASSERT_SINCE = "0.5.22"
+
+# The PD timeouts' environment variables are read with EnvInt / EnvFloat (environ.py) since 0.5.8: a value they
+# cannot parse gives a warning and the default. 0.5.0-0.5.7 read them in mooncake/conn.py with
+# get_int_env_var (the default, silently) and float(os.getenv(...)) for the heartbeat interval (ValueError).
+# Same names and defaults in every release from 0.5.0.
+ENV_WARNS_SINCE = "0.5.8"
