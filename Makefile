@@ -19,7 +19,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0 || $(BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu
-	$(BIN)/pip install -q -e '.[engine,eval,test]' ruff
+	$(BIN)/pip install -q -e '.[engine,eval,test,suggest]' ruff
 	$(BIN)/pip install -q --no-deps nixl==1.5.1
 	touch $(STAMP)
 

@@ -1,8 +1,9 @@
 """Which optional extra of pdctl provides a third-party module, so that a command run on a CLI-only install
 (`pip install pdctl`, no extras) says what to install (exit 2) instead of ending in a ModuleNotFoundError.
 
-The extras are those of pyproject.toml: `engine` (the CPU reference engine, transfer backends, bench-transfer)
-and `eval` (datasets for GSM8K from the Hub, matplotlib for parity's report).
+The extras are those of pyproject.toml: `engine` (the CPU reference engine, transfer backends, bench-transfer),
+`eval` (datasets for GSM8K from the Hub, matplotlib for parity's report) and `suggest` (AIConfigurator and its
+pandas, for `pdctl suggest`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ MODULE_EXTRAS: dict[str, str] = {
     "sglang_router": "engine",
     "datasets": "eval",
     "matplotlib": "eval",
+    "aiconfigurator": "suggest",
+    "pandas": "suggest",
 }
 
 # pdctl's own processes (`python -m MODULE`) -> the third-party modules they import
@@ -34,6 +37,7 @@ PROCESS_NEEDS: dict[str, tuple[str, ...]] = {
 INSTALL_HINT = {
     "engine": "pip install 'pdctl[engine]' (install the CPU torch first: pip install torch==2.13.0), or `make install`",
     "eval": "pip install 'pdctl[eval]', or `make install`",
+    "suggest": "pip install 'pdctl[suggest]' (Python >= 3.11), or `make install`",
 }
 
 

@@ -15,6 +15,7 @@ from pdctl.jsonfiles import read_json_object
 PDCTL_HOME = Path(".pdctl")
 STATE_FILE = "state.json"
 PLAN_FILE = "plan.json"
+HISTORY_FILE = "history"  # every run dir recorded as the latest, one a line (`pdctl runs` lists them)
 
 
 def default_run_dir(topology_name: str) -> Path:
@@ -23,11 +24,14 @@ def default_run_dir(topology_name: str) -> Path:
 
 
 def remember_latest(run_dir: Path) -> None:
-    """Record RUN_DIR as the latest run, for commands run later without --run-dir."""
+    """Record RUN_DIR as the latest run, for commands run later without --run-dir (and in the history that
+    `pdctl runs` lists)."""
     latest = PDCTL_HOME / "latest"
     try:
         PDCTL_HOME.mkdir(parents=True, exist_ok=True)
         latest.write_text(str(Path(run_dir).resolve()) + "\n", encoding="utf-8")
+        with open(PDCTL_HOME / HISTORY_FILE, "a", encoding="utf-8") as history:
+            history.write(str(Path(run_dir).resolve()) + "\n")
     except OSError as exc:
         raise UserError(f"cannot record the latest run in {latest}: {exc.strerror or exc}") from None
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from pdctl.cli.options import json_option
+from pdctl.cli.options import json_option, set_option
 from pdctl.cli.render import console, err_console, write_json
 from pdctl.errors import CheckFailed
 
@@ -65,8 +65,9 @@ def render_result(doc: dict[str, Any], note: str, out: Any) -> None:
     help="Rounds of memcpy / per-token / packed measured side by side; the best of each is reported.",
 )
 @json_option("the result")
+@set_option
 def bench_transfer(
-    topology: str, backend: str | None, tokens: int, repeats: int, json_path: str | None
+    topology: str, backend: str | None, tokens: int, repeats: int, json_path: str | None, overrides: tuple[str, ...]
 ) -> None:
     """Move one request's KV between real prefill and decode ranks on this machine and time it.
 
@@ -77,7 +78,7 @@ def bench_transfer(
     from pdctl.bench.transfer.run import config_from_topology, heads_note, run_bench
     from pdctl.topology import load_topology
 
-    cfg = config_from_topology(load_topology(topology), backend=backend, tokens=tokens, repeats=repeats)
+    cfg = config_from_topology(load_topology(topology, overrides), backend=backend, tokens=tokens, repeats=repeats)
     out = err_console if json_path == "-" else console
     with out.status(f"moving {tokens} tokens of KV over {cfg.backend} ..."):
         doc = run_bench(cfg)

@@ -1,4 +1,4 @@
-"""`pdctl bench serve` (and `pdctl bench transfer`, the same command as `bench-transfer`): options and rendering.
+"""`pdctl bench serve` (and `pdctl bench transfer`, a deprecated alias of `bench-transfer`): options and rendering.
 
 The work lives in pdctl.bench.serve (session -> tool -> metrics/compare -> results -> report).
 """
@@ -18,10 +18,15 @@ from pdctl.errors import CheckFailed
 
 @click.group("bench")
 def bench_group() -> None:
-    """Performance of a deployment: serving sweeps (serve) and one request's KV transfer (transfer)."""
+    """Performance of a deployment: serving sweeps (serve). (`bench transfer`: deprecated, use bench-transfer.)"""
 
 
-bench_group.add_command(bench_transfer, "transfer")
+# `pdctl bench-transfer` is the command; `pdctl bench transfer` stays as a deprecated alias of it (the same
+# options and code), so that scripts written for either keep working while the docs show one spelling.
+bench_group.add_command(click.Command(
+    "transfer", params=bench_transfer.params, callback=bench_transfer.callback, help=bench_transfer.help,
+    short_help="Alias of `pdctl bench-transfer`.",
+    deprecated="use `pdctl bench-transfer` (the same command); `pdctl bench transfer` will be removed"))
 
 
 def _f(value: float | None, digits: int = 4) -> str:
@@ -65,12 +70,13 @@ def render(result, out) -> None:
 
     from pdctl.bench.serve.compare import ratio_of
 
-    ctrl = f"  vs  control {result.control.url} ({result.control.gpus or '?'} GPUs)" if result.control else ""
-    out.print(f"candidate {result.candidate.url} ({result.candidate.gpus or '?'} GPUs){ctrl}", highlight=False)
+    ctrl = f"  vs  control {result.control.url} ({result.control.devices()})" if result.control else ""
+    out.print(f"candidate {result.candidate.url} ({result.candidate.devices()}){ctrl}", highlight=False)
     out.print(f"tool: {result.tool}; dataset {result.dataset}; API {result.spec.api}; warm-up {result.spec.warmup};"
               f" seed {result.spec.seed}; latencies in ms", highlight=False)
     table = Table(title="ratio = candidate / control" if result.control else None, title_justify="left")
-    for col in ("c", "isl", "osl", "side", "ok/req", *(name for name, _ in COLUMNS), "tok/s/GPU"):
+    per_unit = "tok/s/rank" if result.candidate.unit == "CPU rank" else "tok/s/GPU"
+    for col in ("c", "isl", "osl", "side", "ok/req", *(name for name, _ in COLUMNS), per_unit):
         table.add_column(col, justify="right")
     controls = result.control_points or [None] * len(result.points)
     for cand, con in zip(result.points, controls):
@@ -100,7 +106,33 @@ def render(result, out) -> None:
     if result.max_regression is not None and not result.gate_failures and result.control_points is not None:
         out.print(f"gate: no regression over {result.max_regression:g}% on {', '.join(result.gate_metrics)}",
                   highlight=False)
+    _render_prediction(result.prediction(), out)
     out.print("[bold green]BENCH OK[/]" if result.ok else "[bold red]BENCH FAILED[/]")
+
+
+def _render_prediction(doc: dict[str, Any] | None, out) -> None:
+    """Predicted (the topology's bench.predicted) against measured medians at the predicted point."""
+    if doc is None:
+        return
+    from rich.table import Table
+
+    p = doc["point"]
+    if doc["measured"] is None:
+        out.print(f"[yellow]prediction:[/] {doc['note']}", highlight=False)
+        return
+    table = Table(title=f"predicted vs measured (c={p['concurrency']} isl={p['isl']} osl={p['osl']}; "
+                  f"{doc['source']})", title_justify="left")
+    for col in ("", "TTFT p50 ms", "ITL p50 ms", "out tok/s"):
+        table.add_column(col, justify="right")
+    keys = ("ttft_ms", "itl_ms", "output_tok_s")
+    table.add_row("predicted", *(_f(doc["predicted"][k]) for k in keys))
+    table.add_row("measured", *(_f(doc["measured"][k]) for k in keys))
+    table.add_row("measured / predicted", *(_f(doc["ratio"][k], 3) for k in keys))
+    if doc["targets"]:
+        met = doc["targets_met"]
+        table.add_row("target", _f(doc["targets"]["ttft_ms"]) + (" met" if met["ttft_ms"] else " MISSED"),
+                      _f(doc["targets"]["itl_ms"]) + (" met" if met["itl_ms"] else " MISSED"), "")
+    out.print(table)
 
 
 @bench_group.command("serve")

@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pdctl.cli.options import json_option
+from pdctl.cli.options import json_option, set_option
 from pdctl.cli.render import console, err_console, write_json
-from pdctl.compat.findings import NOT_APPLICABLE, verdict
+from pdctl.compat.findings import NOT_APPLICABLE, compact_line, verdict
 from pdctl.errors import CheckFailed
 
 _VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "warn": "yellow", "note": "cyan", "n/a": "dim"}
@@ -31,11 +31,11 @@ def _human(n: float) -> str:
     return f"{n} B"
 
 
-def _load(path: str) -> tuple[Any, Any]:
+def _load(path: str, overrides: tuple[str, ...] = ()) -> tuple[Any, Any]:
     from pdctl.models import resolve_model_spec
     from pdctl.topology import load_topology
 
-    topo = load_topology(path)
+    topo = load_topology(path, overrides)
     return topo, resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
 
 
@@ -81,16 +81,30 @@ def _render_version(out: Console, info: dict[str, Any]) -> None:
 
 
 def _render_findings(out: Console, findings: list[dict[str, Any]], engine: str) -> None:
+    """Every rule, one row each: rule ids and verdicts never wrap (a name split mid-word cannot be searched
+    for); only the message wraps, at word boundaries. The fixes of what failed follow the table
+    (_render_actions), so the table has no fix column to squeeze it."""
     table = Table(title=f"compatibility rules ({engine})", show_lines=False, expand=False)
-    for col in ("rule", "severity", "verdict", "stage", "message", "fix"):
-        table.add_column(col, overflow="fold")
+    table.add_column("rule", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("stage", no_wrap=True)
+    table.add_column("message", overflow="fold", ratio=1)
     for f in findings:
         word = "n/a" if f["ok"] and f["message"] == NOT_APPLICABLE else verdict(f["severity"], f["ok"])
         stage = "" if f["ok"] else f["stage"]
         # Text, not markup: messages quote user input and SGLang's texts, which may hold [brackets]
-        table.add_row(Text(f["rule"]), Text(f["severity"]), Text(word, style=_VERDICT_STYLE[word]), Text(stage),
-                      Text(f["message"]), Text(f["fix"] or ""))
+        table.add_row(Text(f["rule"]), Text(word, style=_VERDICT_STYLE[word]), Text(stage), Text(f["message"]))
     out.print(table)
+
+
+def _render_actions(out: Console, findings: list[dict[str, Any]]) -> None:
+    """What to act on, last: every fired warning and note in the compact 'rule (stage): message (fix)' form
+    (the errors end the output as the error's detail, in the same form)."""
+    for f in findings:
+        if not f["ok"] and f["severity"] != "error":
+            word = "warning" if f["severity"] == "warning" else "note"
+            out.print(Text(f"{word}: ", style=_VERDICT_STYLE[verdict(f["severity"], False)]) + Text(compact_line(f)),
+                      soft_wrap=True)
 
 
 def _render_heads(out: Console, heads: list[dict[str, Any]], mla: bool) -> None:
@@ -149,26 +163,39 @@ def _render_transfer(out: Console, plan: dict[str, Any] | None) -> None:
 @json_option("the report")
 @click.option("--tokens", type=click.IntRange(min=1), default=8192, show_default=True,
               help="Prompt length of the request whose transfer is counted.")
-def check_compat(topology: str, json_path: str | None, tokens: int) -> None:
+@click.option("--failures-only", "-q", is_flag=True,
+              help="Only what fails (and fired warnings), each with its fix, and the verdict: no tables.")
+@set_option
+def check_compat(topology: str, json_path: str | None, tokens: int, failures_only: bool,
+                 overrides: tuple[str, ...]) -> None:
     """Check TOPOLOGY's rendered commands against every rule of the SGLang version that runs them (exit 1 if
     any error fails). engine.version picks the version; without it, pdctl says which one it assumed.
 
+    The output ends with what to act on: each failed rule as 'rule (SGLang fails at: stage): message (fix: ...)'.
     A colocated (non-PD) topology is checked against the rules about single servers only.
     """
     from pdctl.compat import compat_report
 
-    topo, spec = _load(topology)
+    topo, spec = _load(topology, overrides)
     report = compat_report(topo, spec, tokens)
     out = _out(json_path)
-    _render_version(out, report["sglang"])
-    _render_model(out, report["model"], report["attn_tp"])
-    _render_findings(out, report["findings"], _engine_words(report["sglang"]))
-    _render_heads(out, report["heads"], spec.mla)
-    _render_transfer(out, report["transfer"])
-    write_json(json_path, report)
     failed = _failed(report)
+    if not failures_only:
+        _render_version(out, report["sglang"])
+        _render_model(out, report["model"], report["attn_tp"])
+        _render_findings(out, report["findings"], _engine_words(report["sglang"]))
+        if failed:  # a plan of something SGLang will not run would only be read by mistake
+            out.print("[dim]no head map or transfer plan: the topology is incompatible "
+                      "(`pdctl plan --force` shows them anyway)[/]", highlight=False)
+        else:
+            _render_heads(out, report["heads"], spec.mla)
+            _render_transfer(out, report["transfer"])
+    _render_actions(out, report["findings"])
+    write_json(json_path, report)
     if failed:
-        raise CheckFailed(f"{topo.name}: incompatible: {', '.join(failed)}")
+        errors = [f for f in report["findings"] if f["severity"] == "error" and not f["ok"]]
+        raise CheckFailed(f"{topo.name}: incompatible ({len(errors)} error(s)):",
+                          detail="\n".join(f"- {compact_line(f)}" for f in errors))
     n = len(report["findings"])
     scope = f"all {n} rules" if topo.mode == "pd" else (
         f"the {sum(f['message'] != NOT_APPLICABLE for f in report['findings'])} of {n} rules that apply to a "
@@ -185,7 +212,9 @@ def check_compat(topology: str, json_path: str | None, tokens: int) -> None:
 @click.option("--force", is_flag=True,
               help="Show the plan even when check-compat rejects the topology (still exit 1).")
 @json_option("the plan")
-def plan(topology: str, tokens: int, prefix_len: int, force: bool, json_path: str | None) -> None:
+@set_option
+def plan(topology: str, tokens: int, prefix_len: int, force: bool, json_path: str | None,
+         overrides: tuple[str, ...]) -> None:
     """Show the KV transfer plan of TOPOLOGY: head ownership and descriptors/bytes per rank pair.
 
     A topology check-compat rejects gets the findings and exit 1, not a plan of something that cannot run
@@ -193,7 +222,7 @@ def plan(topology: str, tokens: int, prefix_len: int, force: bool, json_path: st
     from pdctl.compat.evaluate import plan_report
     from pdctl.errors import UserError
 
-    topo, spec = _load(topology)
+    topo, spec = _load(topology, overrides)
     if prefix_len > tokens:
         raise UserError(f"--prefix ({prefix_len}) is longer than --tokens ({tokens})")
     topo.require_pd("plan")  # a colocated topology has no KV transfer to plan

@@ -9,6 +9,7 @@ import click
 
 from pdctl.cli.options import FiniteFloatRange, json_option, writable
 from pdctl.cli.render import console, err_console, print_error, write_json
+from pdctl.clip import clip
 from pdctl.errors import CheckFailed
 
 EXIT_INTERRUPTED = 130
@@ -58,18 +59,27 @@ def gsm8k(json_path: str | None, max_errors: int, **options: Any) -> None:
     summary, outcome, records = _run_with_progress(prep, execute, out)
     _render(summary, out)
     write_json(json_path, summary)
+    where = f"`error` in {prep.results}" if prep.results else "--results PATH to keep each answer"
     if summary["errors"]:
-        out.print(f"[yellow]{summary['errors']} of {summary['answered']} requests failed after retries[/] "
-                  "(scored as wrong; see `error` in the results file)", highlight=False)
+        out.print(f"[yellow]{summary['errors']} of {summary['answered']} requests failed[/] (scored as wrong; "
+                  f"see {where})", highlight=False)
         for cause, count in _first_causes(records):
             out.print(f"  {count} x first failure: {cause}", highlight=False, markup=False)
+    if prep.results:
+        out.print(f"results: {prep.results}", highlight=False, soft_wrap=True)
+    for note in summary.get("notes", []):
+        out.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+    if outcome.dead is not None:  # stopped at the first failures: retrying against a dead worker is pointless
+        raise outcome.dead.error(f"eval gsm8k stopped after {summary['answered']} of {summary['num_questions']} "
+                                 "questions")
     if outcome.interrupted:
         print_error(f"interrupted: {summary['answered']} of {summary['num_questions']} answered"
                     + (f", kept in {prep.results}; rerun with --resume to finish" if prep.results else ""))
         sys.exit(EXIT_INTERRUPTED)
     if not summary["ok"]:
         raise CheckFailed("gsm8k: " + "; ".join(summary["reasons"]))
-    out.print("[bold green]gsm8k: ok[/]")
+    random = " (the serving path: every question answered; accuracy means nothing on random weights)"
+    out.print("[bold green]gsm8k: ok[/]" + (random if summary.get("notes") else ""), highlight=False)
 
 
 def _run_with_progress(prep: Any, execute: Any, out: Any) -> Any:
@@ -102,7 +112,7 @@ def _first_causes(records: list[dict], top: int = 3) -> list[tuple[str, int]]:
     """The most common first failure of the failed items (later retries may only show a circuit breaker)."""
     from collections import Counter
 
-    causes = Counter(((r.get("error_history") or [r["error"]])[0])[:160] for r in records if r.get("error"))
+    causes = Counter(clip((r.get("error_history") or [r["error"]])[0], 300) for r in records if r.get("error"))
     return causes.most_common(top)
 
 

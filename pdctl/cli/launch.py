@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from pdctl.cli.options import FiniteFloatRange, json_option, run_dir_option
+from pdctl.cli.options import FiniteFloatRange, json_option, run_dir_option, set_option
 from pdctl.cli.render import console, err_console, write_json
 
 
@@ -19,7 +19,9 @@ def _out(json_path: str | None):
 @click.command("launch")
 @click.argument("topology", type=click.Path(dir_okay=False))
 @click.option(
-    "--dry-run", is_flag=True, help="Print every command per node and write plan.json; start nothing."
+    "--dry-run", is_flag=True,
+    help="Show what would start and write the plan; start nothing. Slurm: print the sbatch script --submit "
+    "would submit (stdout is the script). Never touches the records of a run already in --run-dir.",
 )
 @click.option(
     "--run-dir",
@@ -48,13 +50,15 @@ def _out(json_path: str | None):
     default="auto",
     show_default=True,
     help="auto: slurm when the topology has a slurm: section, else local for nodes without ssh: and ssh for "
-    "the others; slurm: render the sbatch script.",
+    "the others; slurm: as a Slurm job (sbatch).",
 )
-@click.option("--submit", is_flag=True, help="Slurm: submit the script with sbatch and wait until ready.")
+@click.option("--submit", is_flag=True,
+              help="Slurm: submit the job and wait until ready (what a launch of a Slurm topology does anyway).")
 @click.option("--in-allocation", is_flag=True,
               help="Inside a Slurm allocation (salloc, an sbatch job): take its nodes, start every process as "
               "an srun step (what the submitted job runs).")
-@json_option("the plan (dry run, slurm script) or the run state")
+@set_option
+@json_option("the plan (dry run) or the run state")
 def launch(
     topology: str,
     dry_run: bool,
@@ -66,9 +70,13 @@ def launch(
     executor: str,
     submit: bool,
     in_allocation: bool,
+    overrides: tuple[str, ...],
     json_path: str | None,
 ) -> None:
     """Start prefill, decode and router from TOPOLOGY, wait until healthy, print the URLs.
+
+    A topology with a slurm: section (or --executor slurm) is submitted as a Slurm job, which runs
+    `pdctl launch --in-allocation` on its nodes; --dry-run prints its sbatch script instead.
 
     Every path (a launch, --dry-run, the Slurm script, the job itself) runs check-compat first on the commands
     it renders, with the SGLang version from engine.version or, when that is missing, asked from the nodes; a
@@ -77,20 +85,18 @@ def launch(
     from pdctl.errors import UserError
     from pdctl.launch.gate import gate
     from pdctl.launch.planner import render
-    from pdctl.launch.state import write_plan
     from pdctl.runs import default_run_dir
     from pdctl.topology import load_topology
 
     out = _out(json_path)
-    topo = load_topology(topology)
+    topo = load_topology(topology, overrides)
     path = Path(run_dir) if run_dir else default_run_dir(topo.name)
     slurm = executor == "slurm" or (executor == "auto" and topo.slurm is not None)
     if in_allocation and (dry_run or submit):
         raise UserError("--in-allocation starts the deployment in this allocation: it takes no --dry-run or --submit")
     if submit and not slurm:
         raise UserError("--submit applies to Slurm: add a slurm: section to the topology, or --executor slurm")
-    starting = not dry_run and (not slurm or submit or in_allocation)
-    if starting and skip_preflight and not submit:  # a submitted job says it itself
+    if not dry_run and skip_preflight and (in_allocation or not slurm):  # a submitted job says it itself
         err_console.print("[bold yellow]warning:[/] --skip-preflight: the nodes are NOT checked before launch "
                           "(versions, model, ports, transfer path)")
     if in_allocation:
@@ -101,33 +107,77 @@ def launch(
         return
     # Slurm nodes cannot be asked before the job runs (the job asks them); a dry run asks what it can reach
     # but does not fail on it
-    topo, version = gate(topo, skip_compat=skip_compat, ask=not slurm, strict=not (dry_run or slurm), warn=_loud)
+    topo, version = gate(topo, skip_compat=skip_compat, ask=not slurm, strict=not (dry_run or slurm), warn=_loud,
+                         notice=_notice)
     if version is not None and version.note:
         err_console.print(f"[yellow]note:[/] {version.note}", highlight=False)
-    if dry_run or slurm:
+    if dry_run:
         plan = render(topo, startup_timeout_s=int(timeout), slurm=slurm)
-        if dry_run:
-            plan_file = write_plan(path, plan)
-            _print_plan(plan, out)
-            out.print(f"[dim]plan written to {plan_file}[/]")
-            from rich.markup import escape
-
-            from pdctl.launch.gate import missing_here
-
-            for error in missing_here(plan):  # the plan is written; launching it from here would be refused
-                err_console.print(f"[bold yellow]warning:[/] {escape(f'{error.message}; {error.detail}')}",
-                                  highlight=False)
-        elif submit:
-            write_json(json_path, _submit(topo, plan, path, timeout, skip_compat, skip_preflight, out))
-            return
-        else:
-            _slurm_script(topo, plan, path, timeout, skip_compat, skip_preflight, out)
-        write_json(json_path, plan.to_json())
+        doc = _dry_run(topo, plan, path, slurm, timeout, skip_compat, skip_preflight, out)
+        write_json(json_path, doc)
+        return
+    if slurm:  # a Slurm topology launches as a job: submit it and follow it until ready
+        plan = render(topo, startup_timeout_s=int(timeout), slurm=True)
+        _warn_unshared(topo, path)
+        write_json(json_path, _submit(topo, plan, path, timeout, skip_compat, skip_preflight, out))
         return
     from pdctl.launch.supervisor import launch_topology
 
     _foreground(out, json_path, launch_topology, topo, path, timeout=timeout, skip_compat=skip_compat,
                 detach=detach, preflight=not skip_preflight)
+
+
+def _dry_run(topo: Any, plan: Any, path: Path, slurm: bool, timeout: float, skip_compat: bool,
+             skip_preflight: bool, out: Any) -> dict[str, Any]:
+    """Show what a launch would do, write its plan (beside a run already in PATH, never over its records).
+    Slurm: the sbatch script --submit would submit, exactly, on stdout (`> job.sbatch` keeps it runnable)."""
+    from rich.markup import escape
+
+    from pdctl.launch.gate import missing_here
+    from pdctl.launch.state import dry_run_dir, write_plan
+
+    where = dry_run_dir(path)
+    if where != path:
+        err_console.print(f"[yellow]note:[/] {path} holds a run's records (state.json): this dry run writes to "
+                          f"{where} and leaves them alone", highlight=False, soft_wrap=True)
+    plan_file = write_plan(where, plan)
+    doc = plan.to_json()
+    if slurm:
+        from pdctl.launch.slurm.script import SCRIPT_NAME, render_sbatch
+
+        script = render_sbatch(topo, path, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)
+        (where / SCRIPT_NAME).write_text(script, encoding="utf-8")
+        out.print(script, markup=False, highlight=False, soft_wrap=True, end="")
+        err_console.print(f"[dim]# the sbatch script --submit submits (also in {where / SCRIPT_NAME}); the srun "
+                          f"steps the job starts: {plan_file}[/]", highlight=False, soft_wrap=True)
+        _warn_unshared(topo, path)
+        doc["sbatch"] = script
+        return doc
+    _print_plan(plan, out)
+    out.print(f"[dim]plan written to {plan_file}[/]")
+    for error in missing_here(plan):  # the plan is written; launching it from here would be refused
+        err_console.print(f"[bold yellow]warning:[/] {escape(f'{error.message}; {error.detail}')}",
+                          highlight=False)
+    return doc
+
+
+def _warn_unshared(topo: Any, path: Path) -> None:
+    """Warn when paths the Slurm job needs are likely not on a filesystem its nodes share."""
+    from pdctl.launch.render_sglang import model_path
+    from pdctl.launch.slurm.sharedfs import job_paths, unshared
+
+    lines = unshared(job_paths(path, model_path(topo)))
+    if lines:
+        err_console.print("[bold yellow]warning:[/] the Slurm job reads and writes these on its nodes, which need "
+                          "them on a filesystem they share (preflight in the job fails if a node cannot read the "
+                          "run dir):", highlight=False, soft_wrap=True)
+        for line in lines:
+            err_console.print(f"  - {line}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _notice(message: str) -> None:
+    """check-compat's fired warnings at launch: yellow, on stderr."""
+    err_console.print(f"[bold yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
 
 
 def _foreground(out: Any, json_path: str | None, start: Any, topo: Any, path: Path, **options: Any) -> None:
@@ -157,18 +207,6 @@ def _preflight_seen(report: Any, out: Any) -> None:
         render_brief(report, err_console)
     else:
         render_report(report, err_console)
-
-
-def _slurm_script(topo: Any, plan: Any, path: Path, timeout: float, skip_compat: bool, skip_preflight: bool,
-                  out: Any) -> None:
-    """Write plan.json and the sbatch script, and print the script (submit it with --submit, or sbatch)."""
-    from pdctl.launch.slurm.submit import write_script
-    from pdctl.launch.state import write_plan
-
-    write_plan(path, plan)
-    script = write_script(topo, path, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)
-    out.print(f"[dim]# sbatch script: {script} (submit with --submit, or sbatch it yourself)[/]", soft_wrap=True)
-    out.print(script.read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True)
 
 
 def _submit(topo: Any, plan: Any, path: Path, timeout: float, skip_compat: bool, skip_preflight: bool,

@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "preflight": "pdctl.cli.preflight:preflight",
     "bench": "pdctl.cli.bench_serve:bench_group",
     "reference": "pdctl.cli.reference:reference",
+    "suggest": "pdctl.cli.suggest:suggest",
+    "runs": "pdctl.cli.runs:runs",
 }
 
 SHORT_HELP: dict[str, str] = {
@@ -42,8 +44,10 @@ SHORT_HELP: dict[str, str] = {
     "parity": "Logprob parity of a PD deployment against a reference server.",
     "bench-transfer": "Measure one request's KV transfer between real ranks.",
     "preflight": "Check the actual nodes (versions, GPUs, RDMA, model, ports) and a real cross-node transfer.",
-    "bench": "Serving sweeps against a control (bench serve); KV transfer (bench transfer).",
+    "bench": "Serving sweeps against a control (bench serve).",
     "reference": "The CPU reference engine: checkpoints and serving.",
+    "suggest": "The PD topology to run under TTFT/ITL targets (AIConfigurator + SGLang rules + KV transfer).",
+    "runs": "Past and live runs launched from here: name, state, started, run dir.",
 }
 
 

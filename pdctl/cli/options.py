@@ -99,3 +99,11 @@ class FiniteFloatRange(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+set_option = click.option(
+    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+    help="Override a topology key (dotted: prefill.tp=2, server.args.max-running-requests=8, nodes[0].host=h); "
+    "VALUE is YAML (4 = int, true = bool, '4' = text). Repeatable; checked like the file.",
+)
+"""`--set KEY=VALUE` of every command that reads a TOPOLOGY argument (pdctl.topology.overrides)."""

@@ -36,6 +36,8 @@ class LiveProgress(PhaseProgress):
     def __call__(self, update) -> None:
         if update.phase == "setup":  # before any prompt is sent: say what is happening
             self.note(update.detail)
+        elif not update.compares:  # collecting answers: nothing has passed or failed yet
+            self.show(update.phase, update.done, update.total, update.detail)
         else:
             self.show(update.phase, update.done, update.total,
                       f"pass {update.passed} fail {update.failed}  {update.detail}")
@@ -67,7 +69,8 @@ def _render(result, out) -> None:
             table.add_row(
                 f"{comp.prompt} {comp.prompt_name}", comp.label, str(comp.prompt_tokens),
                 "-" if comp.first_mismatch is None else str(comp.first_mismatch), _fmt(comp.max_abs_delta),
-                f"{comp.prefill_differs} ({_fmt(comp.prefill_max_abs_delta)})", str(comp.cached_tokens), status,
+                f"{'yes' if comp.prefill_differs else 'no'} ({_fmt(comp.prefill_max_abs_delta)})",
+                str(comp.cached_tokens), status,
             )
         if not shown:
             worst = max((c.max_abs_delta for c in mode.comparisons), default=0.0)

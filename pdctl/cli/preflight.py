@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from pdctl.cli.options import FiniteFloatRange, json_option
+from pdctl.cli.options import FiniteFloatRange, json_option, set_option
 from pdctl.cli.render import console, err_console, write_json
 
 MARKS = {True: "[green]ok[/]", False: "[red]FAIL[/]"}
@@ -45,8 +45,10 @@ def node_timeout_option(func: Any) -> Any:
 @tokens_option
 @node_timeout_option
 @executor_option
+@set_option
 def preflight(
-    topology: str, json_path: str | None, skip_transfer: bool, tokens: int, node_timeout: float, executor: str
+    topology: str, json_path: str | None, skip_transfer: bool, tokens: int, node_timeout: float, executor: str,
+    overrides: tuple[str, ...],
 ) -> None:
     """Facts and checks per node (reach, versions, GPUs, RDMA, model, ports, addresses) and a real KV transfer
     between each prefill and decode node; exit 1 on any failed check."""
@@ -55,7 +57,7 @@ def preflight(
     from pdctl.topology import load_topology
 
     out = err_console if json_path == "-" else console
-    topo = load_topology(topology)
+    topo = load_topology(topology, overrides)
     slurm = executor == "slurm" or (executor == "auto" and topo.slurm is not None)
     if slurm:
         from pdctl.launch.slurm.allocation import slurm_nodes

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pdctl.sglang.argv import ArgvProblem, parse_argv
+from pdctl.sglang.argv import ArgvProblem, ParsedArgs, parse_argv
 from pdctl.sglang.settings import ServerSettings, env_bool, ucx_protocol
 from pdctl.sglang.table import FlagTable, load_table
 from pdctl.sglang.versions import VersionChoice, choose
@@ -82,6 +82,8 @@ class Effective:
     roles: dict[str, EffectiveRole]
     issues: list[ProcessIssues]
     argv: dict[str, list[str]]  # process name -> its flags (what was parsed)
+    # the reference engine: process name -> the `args:` flags it ignores (SGLang flags the rehearsal lacks)
+    ignored: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _sglang_role(intent: Any, settings: ServerSettings) -> EffectiveRole:
@@ -97,7 +99,8 @@ def _sglang_role(intent: Any, settings: ServerSettings) -> EffectiveRole:
 
 
 def _reference_flags(flags: list[str]) -> tuple[Any, str | None]:
-    """The reference engine's own parser on FLAGS: (namespace, None), or (None, its error message)."""
+    """The reference engine's own parser on FLAGS: (namespace, None), or (None, its error message). Flags it
+    does not know are left in the namespace's `_unknown` (the engine ignores them: `_ignored_args`)."""
     import argparse
     import contextlib
     import io
@@ -108,12 +111,44 @@ def _reference_flags(flags: list[str]) -> tuple[Any, str | None]:
     parser.exit_on_error = False
     try:
         with contextlib.redirect_stderr(io.StringIO()) as err:
-            ns, _unknown = parser.parse_known_args(flags)  # the engine ignores other SGLang flags
+            ns, unknown = parser.parse_known_args(flags)  # the engine ignores other SGLang flags
+            ns._unknown = [u for u in unknown if u.startswith("--")]
     except argparse.ArgumentError as exc:
         return None, str(exc)
     except SystemExit:
         return None, err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else "invalid flags"
     return ns, None
+
+
+def _sglang_args(intent: Any, table: FlagTable) -> ParsedArgs:
+    """A reference topology's `args:` parsed as the real run's SGLang would parse them (the release's table):
+    a rehearsal must reject a misspelled flag as the real launch would (the reference engine's parser keeps
+    unknown flags and ignores them). The reference engine's own knobs (--numerics, --num-threads, ...) are
+    not SGLang's, and are not problems: a rehearsal may set them."""
+    import difflib
+    from dataclasses import replace
+
+    from pdctl.launch.plan import flag_args
+    from pdctl.reference.args import build_parser
+
+    own = set(build_parser()._option_string_actions)
+    parsed = parse_argv(["--model-path", "x", *flag_args(intent.args)], table)
+    problems = []
+    for problem in parsed.problems:
+        flag = (problem.flag or "").split("=")[0]
+        if flag in own:
+            continue
+        close = difflib.get_close_matches(flag, sorted(own), n=1, cutoff=0.8) if flag else []
+        if close and "did you mean" not in problem.message:
+            problem = replace(problem, message=f"{problem.message}; did you mean {close[0]} (a reference-engine flag)?")
+        problems.append(problem)
+    return replace(parsed, problems=tuple(problems))
+
+
+def _ignored_args(ns: Any, parsed: ParsedArgs) -> list[str]:
+    """`args:` flags SGLang knows but the reference engine ignores: the rehearsal runs without them."""
+    rejected = {p.flag for p in parsed.problems}
+    return [flag.split("=", 1)[0] for flag in getattr(ns, "_unknown", []) if flag.split("=", 1)[0] not in rejected]
 
 
 def _reference_role(intent: Any, ns: Any, env: dict[str, str]) -> EffectiveRole:
@@ -126,7 +161,7 @@ def _reference_role(intent: Any, ns: Any, env: dict[str, str]) -> EffectiveRole:
         chunked_prefill_size=ns.chunked_prefill_size, attention_backends=(),
         radix_cache=bool(ns.disaggregation_decode_enable_radix_cache), backend=backend, transfer_backend=backend,
         protocol=protocol, staging=bool(env_bool(env, "SGLANG_DISAGG_STAGING_BUFFER")),
-        values={k: v for k, v in vars(ns).items()}, env=dict(env),
+        values={k: v for k, v in vars(ns).items() if not k.startswith("_")}, env=dict(env),
     )
 
 
@@ -147,18 +182,26 @@ def effective(topo: Any, version: VersionChoice | None = None) -> Effective:
     plan = render(topo, wrap=False)  # the commands themselves, not what starts them (docker, srun)
     reference = topo.engine.kind == "reference"
     table = None if reference else load_table(version.table)
+    sglang_table = load_table(version.table) if reference else None  # what the real run parses `args:` with
     roles: dict[str, EffectiveRole] = {}
     issues: list[ProcessIssues] = []
     argv: dict[str, list[str]] = {}
+    ignored: dict[str, list[str]] = {}
     for proc in plan.workers:
         flags = list(proc.argv[FLAGS_FROM:])
         argv[proc.name] = flags
         intent = topo.role(proc.role)
         if reference:
+            assert sglang_table is not None
             ns, problem = _reference_flags(flags)
-            if problem is not None:  # judged as the topology says; flags-parse reports the command
-                issues.append(ProcessIssues(proc.name, (ArgvProblem(None, problem),), ()))
+            parsed = _sglang_args(intent, sglang_table)
+            problems = [*([ArgvProblem(None, problem)] if problem is not None else []), *parsed.problems]
+            if problems:  # judged as the topology says; flags-parse reports the command
+                issues.append(ProcessIssues(proc.name, tuple(problems), ()))
+            if problem is not None:
                 ns, _ = _reference_flags(_rendered_without_args(flags, intent.args))
+            if ns is not None and _ignored_args(ns, parsed):
+                ignored[proc.name] = _ignored_args(ns, parsed)
             if proc.role not in roles and ns is not None:
                 roles[proc.role] = _reference_role(intent, ns, proc.env)
             continue
@@ -168,4 +211,4 @@ def effective(topo: Any, version: VersionChoice | None = None) -> Effective:
             issues.append(ProcessIssues(proc.name, parsed.problems, parsed.warnings))
         if proc.role not in roles:
             roles[proc.role] = _sglang_role(intent, ServerSettings(parsed, dict(proc.env)))
-    return Effective(version, table, roles, issues, argv)
+    return Effective(version, table, roles, issues, argv, ignored)

@@ -93,3 +93,14 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape CLI.md fixes (rule, severity, ok, message, fix) plus the failure stage."""
         return asdict(self)
+
+    def compact(self) -> str:
+        """One line to act on: 'rule (SGLang fails at: stage): message (fix: ...)'."""
+        return compact_line(self.to_dict())
+
+
+def compact_line(finding: dict[str, Any]) -> str:
+    """A finding (its JSON form) as the one line check-compat ends with and launch refuses with:
+    'rule (SGLang fails at: stage): message (fix: ...)'. One format for every place that lists failures."""
+    fix = f" (fix: {finding['fix']})" if finding.get("fix") else ""
+    return f"{finding['rule']} (SGLang fails at: {finding['stage']}): {finding['message']}{fix}"

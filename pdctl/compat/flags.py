@@ -22,9 +22,10 @@ def _dedupe(lines: list[str]) -> list[str]:
 
 def flags_parse(ctx: Context) -> Outcome:
     """Every rendered command must parse with the judged release's flag table (the reference engine: with its
-    own parser, which ignores the SGLang flags it does not know)."""
+    own parser, and its `args:` with the release's table too, since the real run gets them)."""
     lines = [f"{i.process}: {p.message}" for i in ctx.eff.issues for p in i.problems]
-    parser = f"SGLang {ctx.eff.table.version}'s" if ctx.eff.table else "the reference engine's"
+    parser = f"SGLang {ctx.eff.table.version}'s" if ctx.eff.table else (
+        f"the reference engine's (and, for args:, SGLang {ctx.eff.version.version}'s)")
     if lines:
         return fired(f"{parser} parser rejects the commands: " + "; ".join(_dedupe(lines)))
     return passed(f"{len(ctx.eff.argv)} command(s) parse with {parser} flags")
@@ -38,6 +39,19 @@ def flags_deprecated(ctx: Context) -> Outcome:
     if lines:
         return fired("; ".join(lines))
     return passed("no deprecated flags")
+
+
+def reference_ignores_args(ctx: Context) -> Outcome:
+    """A rehearsal on the reference engine runs without the SGLang flags it does not implement: say which, so
+    that a rehearsal that passes is not read as a proof that those settings work."""
+    if ctx.sglang:
+        return passed("SGLang runs every flag itself")
+    flags = list(dict.fromkeys(f for names in ctx.eff.ignored.values() for f in names))
+    if flags:
+        return fired(f"the reference engine ignores {', '.join(flags)} (SGLang {ctx.eff.version.version} "
+                     "flags from args:): this rehearsal runs without them, the real SGLang run with them")
+    return passed("the reference engine runs every args: flag" if any(r.intent.args for r in ctx.roles())
+                  else "no args")
 
 
 def _dest(ctx: Context, name: str) -> str | None:

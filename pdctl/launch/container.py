@@ -103,12 +103,23 @@ def docker_prefix(topo: Topology, node: Node, *, name: str | None = None, intera
     return [*argv, docker_image(container.image)]
 
 
+def pyxis_container_name(topo: Topology) -> str:
+    """The named pyxis container every step of the deployment runs in (one per node, for the job)."""
+    return f"pdctl-{topo.name}"
+
+
 def pyxis_options(topo: Topology) -> list[str]:
-    """pyxis's srun options for engine.container (none without one); its env follows as `env K=V` inside."""
+    """pyxis's srun options for engine.container (none without one); its env follows as `env K=V` inside.
+
+    Every step names the same container (--container-name): pyxis imports the image on a node for the first
+    step there and reuses that container for the later ones (preflight's probes, every server, the router),
+    instead of pulling and unpacking a multi-GB image per step. A squashfs file (`image: /path/x.sqsh`, made
+    once with `enroot import`) skips the registry altogether."""
     container = topo.engine.container
     if container is None:
         return []
-    argv = [f"--container-image={pyxis_image(container.image)}", *PYXIS_BASE]
+    argv = [f"--container-image={pyxis_image(container.image)}", f"--container-name={pyxis_container_name(topo)}",
+            *PYXIS_BASE]
     found = mounts(topo, container)
     if found:
         argv.append("--container-mounts=" + ",".join(found))

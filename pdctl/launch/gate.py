@@ -106,8 +106,7 @@ def compat_findings(topo: Topology, version: VersionChoice | None) -> list[Findi
 
 
 def _lines(errors: list[Finding]) -> str:
-    return "\n".join(f"- {f.rule} (SGLang fails at: {f.stage}): {f.message}" + (f" (fix: {f.fix})" if f.fix else "")
-                     for f in errors)
+    return "\n".join(f"- {f.compact()}" for f in errors)
 
 
 def check_compat(topo: Topology, version: VersionChoice | None = None) -> list[Finding]:
@@ -166,15 +165,19 @@ def require_runnable_here(plan: LaunchPlan) -> None:
 
 
 def gate(topo: Topology, *, skip_compat: bool, ask: bool, strict: bool, warn: Any = None,
-         slurm: bool = False) -> tuple[Topology, VersionChoice | None]:
+         slurm: bool = False, notice: Any = None) -> tuple[Topology, VersionChoice | None]:
     """Version, then check-compat (or the skip notice through WARN): the one gate of every launch path.
-    SLURM: the nodes are asked through srun (a launch inside an allocation)."""
+    SLURM: the nodes are asked through srun (a launch inside an allocation). NOTICE receives each warning
+    check-compat raised (a flag the reference engine ignores, a deprecated flag, ...) as one compact line."""
     topo, version = engine_version(topo, ask=ask, strict=strict, slurm=slurm)
     if skip_compat:
         if warn is not None:
             warn(skipped_compat(topo, version))
     else:
-        check_compat(topo, version)
+        findings = check_compat(topo, version)
+        for finding in findings:
+            if notice is not None and finding.severity == "warning" and not finding.ok:
+                notice(finding.compact())
     return topo, version
 
 
@@ -184,12 +187,14 @@ def preflight_gate(
     slurm: bool = False,
     on_report: Callable[[Any], None] | None = None,
     progress: Callable[[str], None] | None = None,
+    shared_dir: Any = None,
 ) -> bool | None:
     """Run preflight on TOPO's nodes; CheckFailed (exit 1, nothing started) if it fails. Returns its NVLink
-    finding (prefill and decode nodes share one NVLink domain), which decides `transfer.nvlink: auto`."""
+    finding (prefill and decode nodes share one NVLink domain), which decides `transfer.nvlink: auto`.
+    SHARED_DIR: the run dir every node must share (a Slurm launch)."""
     from pdctl.preflight import run_preflight
 
-    report = run_preflight(topo, slurm=slurm, progress=progress)
+    report = run_preflight(topo, slurm=slurm, progress=progress, shared_dir=shared_dir)
     if on_report is not None:
         on_report(report)
     if not report.ok:

@@ -10,6 +10,8 @@ from typing import Any
 
 import requests
 
+from pdctl.clip import clip
+
 PROBE_TIMEOUT_S = 3.0
 
 
@@ -24,7 +26,7 @@ def probe(url: str, *, timeout: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
         return False, reason
     if response.status_code == 200:
         return True, "HTTP 200"
-    return False, f"HTTP {response.status_code} {response.text.strip()[:120]}"
+    return False, f"HTTP {response.status_code} {clip(response.text, 160)}"
 
 
 def router_workers(router_url: str, *, timeout: float = PROBE_TIMEOUT_S) -> list[dict[str, Any]] | None:

@@ -107,13 +107,23 @@ def process_name(role: str, replica: int, node_rank: int = 0) -> str:
     return f"{role}-{replica}" + (f"-n{node_rank}" if node_rank else "")
 
 
-def node_python(topo: Topology, node: Node) -> str:
+def node_python(topo: Topology, node: Node, *, slurm: bool = False) -> str:
     """The interpreter for pdctl's own Python processes on NODE (the reference engine, sglang_router).
+
     On this machine a bare `python`/`python3` would likely be a Python without pdctl and its router; the
-    interpreter running pdctl certainly has them, so that one is used. Remote nodes and containers get
-    engine.python."""
-    if node.ssh is None and topo.engine.container is None and topo.engine.python in _DEFAULT_PYTHONS:
+    interpreter running pdctl certainly has them, so that one is used. So it is on the nodes of a Slurm job
+    (SLURM, no container): the job runs this very interpreter's pdctl there, from a shared filesystem. Every
+    other node (ssh, a host that is another machine, a container) gets engine.python, as its servers do: one
+    node, one interpreter."""
+    if topo.engine.container is not None or topo.engine.python not in _DEFAULT_PYTHONS:
+        return topo.engine.python
+    if slurm:
         return sys.executable
+    if node.ssh is None and node.host is not None:
+        from pdctl.launch.hosts import is_local_host
+
+        if is_local_host(node.host):
+            return sys.executable
     return topo.engine.python
 
 

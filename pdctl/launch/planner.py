@@ -31,11 +31,14 @@ def render(
     topology's container, after its setup lines); otherwise engine.container puts it behind `docker run`.
     WRAP=False: the commands alone (what check-compat judges)."""
     placements = place(topo)
-    render_replica = render_reference_replica if topo.engine.kind == "reference" else render_sglang_replica
     workers: list[ProcessSpec] = []
     for placement in placements:
-        workers += render_replica(topo, topo.role(placement.role), placement)
-    router = render_router(topo, placements, startup_timeout_s=startup_timeout_s)
+        role = topo.role(placement.role)
+        if topo.engine.kind == "reference":
+            workers += render_reference_replica(topo, role, placement, slurm=slurm)
+        else:
+            workers += render_sglang_replica(topo, role, placement)
+    router = render_router(topo, placements, startup_timeout_s=startup_timeout_s, slurm=slurm)
     notes = []
     nvlink, note = use_nvlink(topo, nvlink_domain)
     if note:

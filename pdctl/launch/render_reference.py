@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from pdctl.errors import UserError
 from pdctl.launch.plan import ProcessSpec, merge_flags, node_python, node_ssh, optional_flag, process_name
 from pdctl.launch.render_sglang import model_path
+from pdctl.launch.render_transfer import protocol_env
 
 if TYPE_CHECKING:
     from pdctl.topology import RoleConfig, Topology
@@ -18,9 +19,10 @@ if TYPE_CHECKING:
 
 
 def render_reference_replica(
-    topo: Topology, role: RoleConfig, placement: ReplicaPlacement
+    topo: Topology, role: RoleConfig, placement: ReplicaPlacement, *, slurm: bool = False
 ) -> list[ProcessSpec]:
-    """One process per replica: the reference engine runs its tp ranks itself, on one node."""
+    """One process per replica: the reference engine runs its tp ranks itself, on one node (SLURM: a node of
+    a Slurm job, which runs this interpreter: pdctl.launch.plan.node_python)."""
     if placement.nnodes > 1:
         raise UserError(
             f"{placement.name}: the reference engine runs a replica on one node, but tp {role.tp} x "
@@ -38,8 +40,10 @@ def render_reference_replica(
         env["SGLANG_DISAGG_STAGING_BUFFER"] = "1"
     if pd and topo.transfer.backend == "mooncake":
         env.setdefault("MOONCAKE_PROTOCOL", "tcp" if topo.transfer.protocol == "tcp" else "rdma")
+    for key, value in protocol_env(topo).items():  # transfer.protocol: tcp holds NIXL to TCP
+        env.setdefault(key, value)
     argv = [
-        node_python(topo, node),
+        node_python(topo, node, slurm=slurm),
         "-m",
         "pdctl.reference",
         "--model-path",

@@ -48,14 +48,16 @@ def render_router(
     placements: list[ReplicaPlacement],
     *,
     startup_timeout_s: int = 600,
+    slurm: bool = False,
 ) -> ProcessSpec:
     """`python -m sglang_router.launch_router --pd-disaggregation --prefill URL BOOTSTRAP ... --decode URL`,
     or `... --worker-urls URL ...` for a colocated topology.
 
     The router's own worker-startup timeout is set to launch's timeout, so a router started by pdctl gives
-    up on a worker no earlier than pdctl does."""
+    up on a worker no earlier than pdctl does. Its interpreter is its node's (pdctl.launch.plan.node_python:
+    this machine's or a Slurm job's pdctl interpreter, else engine.python, as the node's servers)."""
     node = topo.router_node
-    argv = [node_python(topo, node), "-m", "sglang_router.launch_router"]
+    argv = [node_python(topo, node, slurm=slurm), "-m", "sglang_router.launch_router"]
     if topo.is_pd:
         argv.append("--pd-disaggregation")
         for p in placements:

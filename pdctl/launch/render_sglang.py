@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pdctl.launch.plan import ProcessSpec, merge_flags, node_ssh, optional_flag, process_name
+from pdctl.launch.render_transfer import protocol_env
 from pdctl.sglang.settings import ENV_AITER_LAYOUT, ENV_HND, ENV_STAGING
 from pdctl.sglang.table import FlagTable, load_table
 from pdctl.sglang.versions import choose
@@ -23,9 +24,6 @@ if TYPE_CHECKING:
     from pdctl.topology import Node, RoleConfig, Topology
     from pdctl.topology.placement import NodeSlot, ReplicaPlacement
 
-# UCX transports of NIXL over TCP: TCP between nodes, CUDA copy/IPC and shared memory within one (as the
-# SGLang PR that added head-sliced SWA transfer ran its NIXL tests). A UCX_TLS in engine.env wins.
-NIXL_TCP_UCX_TLS = "tcp,cuda_copy,cuda_ipc,sm"
 # kv_layout -> the environment variable SGLang reads it from (NHD is the default: nothing to set).
 LAYOUT_ENV = {"hnd": (ENV_HND, "1"), "vectorized_5d": (ENV_AITER_LAYOUT, "vectorized_5d")}
 
@@ -92,8 +90,8 @@ def worker_env(topo: Topology, slot: NodeSlot, role: RoleConfig | None = None) -
     env = dict(topo.engine.env)
     if topo.transfer.staging_buffer and topo.is_pd:  # colocated: transfer: is ignored (no KV transfer)
         env[ENV_STAGING] = "1"
-    if topo.is_pd and topo.transfer.backend == "nixl" and topo.transfer.protocol == "tcp":
-        env.setdefault("UCX_TLS", NIXL_TCP_UCX_TLS)
+    for key, value in protocol_env(topo).items():  # transfer.protocol: tcp holds NIXL to TCP
+        env.setdefault(key, value)
     if role is not None and role.kv_layout in LAYOUT_ENV:
         name, value = LAYOUT_ENV[role.kv_layout]
         env.setdefault(name, value)

@@ -22,8 +22,17 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pdctl.topology import Topology
 
+# UCX transports of NIXL with `transfer.protocol: tcp`. SGLang: TCP between nodes, CUDA copy/IPC and shared
+# memory within one (as the SGLang PR that added head-sliced SWA transfer ran its NIXL tests). The CPU
+# reference engine: TCP only, so that a rehearsal moves its KV the way the topology says even between two
+# servers on one machine (UCX would take shared memory, cma, there: not what the real run does between nodes).
+# A UCX_TLS in engine.env wins over both.
+NIXL_TCP_UCX_TLS = "tcp,cuda_copy,cuda_ipc,sm"
+REFERENCE_TCP_UCX_TLS = "tcp"
 # stderr: unbuffered, so the tables reach the log at once (C stdout to a file is block-buffered).
 UCX_PATH_ENV: dict[str, str] = {"UCX_PROTO_INFO": "y", "UCX_LOG_FILE": "stderr"}
+# GPU kinds whose nodes can share a multi-node NVLink domain (NVL72 racks); others never do
+MNNVL_GPUS = frozenset({"gb200", "gb300"})
 MOONCAKE_MNNVL_ENV: dict[str, str] = {"SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "NVLINK", "MC_FORCE_MNNVL": "True"}
 
 
@@ -40,11 +49,21 @@ def use_nvlink(topo: Topology, shared_domain: bool | None) -> tuple[bool, str | 
         return False, None
     if mode == "on":
         return True, "transfer.nvlink: on: Mooncake over multi-node NVLink (" + _env_text() + ")"
+    if not any(n.gpu in MNNVL_GPUS for n in topo.nodes):  # H100/H200/B200 boards: no NVLink across nodes
+        return False, None
     if shared_domain is None:
         return False, "transfer.nvlink: auto without preflight: NVLink domain unknown, KV goes over the NIC"
     if shared_domain:
         return True, "transfer.nvlink: auto: nodes share an NVLink domain: " + _env_text()
     return False, None
+
+
+def protocol_env(topo: Topology) -> dict[str, str]:
+    """The environment that holds NIXL to `transfer.protocol: tcp` (UCX_TLS); nothing for rdma (UCX picks) or
+    Mooncake (its protocol is a flag or MOONCAKE_PROTOCOL). Callers let engine.env win over it."""
+    if not topo.is_pd or topo.transfer.backend != "nixl" or topo.transfer.protocol != "tcp":
+        return {}
+    return {"UCX_TLS": REFERENCE_TCP_UCX_TLS if topo.engine.kind == "reference" else NIXL_TCP_UCX_TLS}
 
 
 def transfer_env(topo: Topology, nvlink: bool, role: str) -> dict[str, str]:

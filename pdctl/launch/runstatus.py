@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pdctl.launch.executors import executor_for
-from pdctl.launch.health import router_check, router_workers, worker_health
+from pdctl.launch.health import router_check, router_workers, worker_health, worker_is_healthy
 from pdctl.launch.state import started
 from pdctl.launch.transfer_path import transfer_path
 from pdctl.metrics.alarms import StallDetector
@@ -67,6 +67,7 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
             expected = sum(1 for p in processes if p["url"])
             router["healthy"], router["detail"], workers = router_check(router_rec["url"], expected)
             router["workers"] = workers if workers is not None else router_workers(router_rec["url"])
+            router["healthy"], router["detail"] = routed_alive(router, processes, expected)
     ok = bool(processes) and all(p["healthy"] for p in processes) and bool(router["healthy"])
     sample = run_watch(path, state).sample()
     for entry in [*processes, router]:
@@ -89,6 +90,30 @@ def status(run_dir: str | Path | None = None) -> dict[str, Any]:
         "processes": processes,
         "router": router,
     }
+
+
+def routed_alive(router: dict[str, Any], processes: list[dict[str, Any]], expected: int) -> tuple[bool, str]:
+    """(healthy, detail) of the router row: the workers that are really serving (their process runs and
+    answers its health check, and the router routes to it) out of those launched. The router keeps listing a
+    killed worker as healthy until its own checks catch up: its count alone said 2/2 with decode-0 dead."""
+    serving = [p for p in processes if p["url"]]
+    down = [p for p in serving if not p["healthy"]]
+    listed = router.get("workers")
+    if isinstance(listed, list):
+        urls = {str(w.get("url", "")).rstrip("/") for w in listed if isinstance(w, dict) and worker_is_healthy(w)}
+        unrouted = [p for p in serving if p["healthy"] and p["url"].rstrip("/") not in urls]
+    else:
+        unrouted = []
+    alive = len(serving) - len(down) - len(unrouted)
+    detail = f"{alive}/{expected} workers serving"
+    if down:
+        detail += " (" + ", ".join(f"{p['name']} {p['detail']}" for p in down) + ")"
+    if unrouted:
+        detail += " (not routed to: " + ", ".join(p["name"] for p in unrouted) + ")"
+    ready = not str(router["detail"]).startswith("/readiness")
+    if not ready:
+        detail += f"; router {router['detail']}"
+    return ready and alive >= expected and not down, detail
 
 
 def run_watch(run_dir: Path, state: dict[str, Any] | None = None) -> Watch:

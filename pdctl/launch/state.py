@@ -32,6 +32,16 @@ def make_run_dir(run_dir: Path) -> None:
         raise UserError(f"cannot create run directory {run_dir}: {exc.strerror or exc}") from None
 
 
+DRY_RUN_DIR = "dry-run"
+
+
+def dry_run_dir(run_dir: Path) -> Path:
+    """Where a dry run writes its plan (and sbatch script): RUN_DIR, unless a launch keeps its records there
+    (state.json: a live run, or a past one that `pdctl runs` lists), then RUN_DIR/dry-run, so that a dry run
+    never changes what status, eval, down and the run history read."""
+    return run_dir / DRY_RUN_DIR if (run_dir / STATE_FILE).exists() else run_dir
+
+
 def write_plan(run_dir: Path, plan: LaunchPlan) -> Path:
     """Write <run_dir>/plan.json (the rendered commands); returns its path."""
     make_run_dir(run_dir)
@@ -88,20 +98,24 @@ class RunState:
             "router": {"url": plan.router_url, "metrics_url": plan.router.metrics_url},
         }
 
-    def record_topology(self, source_path: str | Path | None) -> None:
-        """Keep the topology file with the run: `topology_path` (absolute) in state.json and a copy at
-        <run_dir>/topology.yaml, so that later commands (`eval gsm8k` defaults, parity) read what was
-        launched, even after the original file is edited or moved. No-op for a topology built from text."""
+    def record_topology(self, topo: Any) -> None:
+        """Keep the topology with the run: `topology_path` (absolute) in state.json and a copy at
+        <run_dir>/topology.yaml, so that later commands (`eval gsm8k` defaults, parity, the Slurm job) read what
+        was launched, even after the original file is edited or moved; with `--set` overrides the copy is the
+        document they produced (and state.json lists them). No-op for a topology built from text."""
+        source_path = topo.source_path
         if source_path is None:
             return
         source = Path(source_path).resolve()
-        make_run_dir(self.run_dir)
-        copy = self.run_dir / TOPOLOGY_COPY
-        if source != copy.resolve():
-            shutil.copyfile(source, copy)
-        else:  # launched from the copy (the Slurm job does): the file the user launched is still the one named
-            source = Path(current_state(self.run_dir).get("topology_path") or source)
+        copy = write_topology_copy(topo, self.run_dir)
+        overrides = list(topo.overrides)
+        if source == copy.resolve():  # launched from the copy (the Slurm job does): keep what the user launched
+            before = current_state(self.run_dir)
+            source = Path(before.get("topology_path") or source)
+            overrides = overrides or list(before.get("overrides") or [])
         self.doc["topology_path"] = str(source)
+        if overrides:
+            self.doc["overrides"] = overrides
 
     def add(self, record: dict[str, Any]) -> None:
         """Record a started process (the router goes under `router`)."""
@@ -127,6 +141,23 @@ class RunState:
         doc["processes"] = [public(r) for r in self.doc["processes"]]
         doc["router"] = public(self.doc["router"])
         return doc
+
+
+def write_topology_copy(topo: Any, run_dir: Path) -> Path:
+    """<run_dir>/topology.yaml: the file TOPO was loaded from, or (with `--set` overrides) the document they
+    produced, headed by a comment naming the file and the overrides. Returns its path."""
+    make_run_dir(run_dir)
+    copy = run_dir / TOPOLOGY_COPY
+    if topo.overrides and topo.document is not None:
+        import yaml
+
+        from pdctl.topology.overrides import describe_overrides
+
+        head = f"# {topo.source_path} with {describe_overrides(topo.overrides)}\n"
+        copy.write_text(head + yaml.safe_dump(topo.document, sort_keys=False), encoding="utf-8")
+    elif Path(topo.source_path).resolve() != copy.resolve():
+        shutil.copyfile(topo.source_path, copy)
+    return copy
 
 
 def current_state(run_dir: Path) -> dict[str, Any]:

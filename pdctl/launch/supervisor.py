@@ -95,14 +95,14 @@ class Launch:
 
     @classmethod
     def begin(
-        cls, plan: LaunchPlan, run_dir: Path, progress: Progress, topology_path: str | Path | None
+        cls, plan: LaunchPlan, run_dir: Path, progress: Progress, topo: Topology
     ) -> Launch:
         """A launch into RUN_DIR (local or slurm): refused while RUN_DIR's previous deployment runs; the
         plan and the topology file are written to RUN_DIR before anything starts."""
         refuse_running(run_dir)
         launch = cls(plan, run_dir, progress)
         write_plan(run_dir, plan)
-        launch.state.record_topology(topology_path)
+        launch.state.record_topology(topo)
         return launch
 
     def start(self, proc: ProcessSpec) -> dict[str, Any]:
@@ -250,10 +250,10 @@ def launch_topology(
         from pdctl.launch.gate import preflight_gate
 
         refuse_running(path)  # a live deployment there would fail preflight's port checks less clearly
-        nvlink_domain = preflight_gate(topo, slurm=slurm, on_report=on_preflight)
+        nvlink_domain = preflight_gate(topo, slurm=slurm, on_report=on_preflight, shared_dir=path if slurm else None)
         if nvlink_domain is not None:  # `transfer.nvlink: auto` renders by what preflight found
             plan = render(topo, startup_timeout_s=int(timeout), nvlink_domain=nvlink_domain, slurm=slurm)
-    launch = Launch.begin(plan, path, progress, topo.source_path)
+    launch = Launch.begin(plan, path, progress, topo)
     launch.state.doc.update(state or {})
     launch.state.save()
     if remember:

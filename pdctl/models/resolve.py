@@ -107,10 +107,13 @@ def resolve_model_spec(model_cfg: Any, *, engine_kind: str = "sglang") -> ModelS
 
     if not path and not preset:
         raise UserError("model: set at least one of path, config or preset")
+    fix = (f"create the reference engine's checkpoint with `pdctl reference init-checkpoint {path}`, or set "
+           "model.preset: reference-tiny" if engine_kind == "reference" and path else
+           "set model.config to a config.json, download the model, or set model.preset"
+           f" (one of {', '.join(sorted(PRESETS))})")
     raise UserError(
         f"cannot resolve the model spec of {name!r} (engine {engine_kind}); tried: " + "; ".join(tried)
-        + ". Fix: set model.config to a config.json, download the model, or set model.preset"
-        + f" (one of {', '.join(sorted(PRESETS))})"
+        + f". Fix: {fix}"
     )
 
 

@@ -15,8 +15,16 @@ from pdctl.parity.compare import Comparison
 from pdctl.parity.results import ModeResult, ParityResult
 
 
-def _finite(values: list[float]) -> list[float]:
-    return [v if math.isfinite(v) else math.nan for v in values]
+def _finite(values: list[float], zero: float) -> list[float]:
+    """VALUES for a log axis: non-finite ones left out (NaN), exact zeros drawn at ZERO (the axis' bottom)."""
+    return [math.nan if not math.isfinite(v) else max(v, zero) for v in values]
+
+
+def _log_bottom(values: list[float], tolerance: float) -> float:
+    """The bottom of the log |Δ| axis: a decade under the smallest positive value (a pass is typically
+    1e-17, float rounding), never above a decade under the tolerance."""
+    positive = [v for v in values if v > 0]
+    return max(1e-20, min([*positive, tolerance]) / 10)
 
 
 def plot_figure(result: ParityResult):
@@ -33,13 +41,18 @@ def plot_figure(result: ParityResult):
 
 
 def _plot_mode(ax, mode: ModeResult, result: ParityResult) -> None:
+    """|Δ| on a log axis: a pass (deltas of 1e-17 under a tolerance of 0.05) shows how far under the tolerance
+    each position is, instead of a flat line at 0 (a linear axis from 0 to the tolerance). Exact zeros sit on
+    the bottom of the axis."""
+    values = [d for c in [*mode.comparisons, *(mode.control or [])] for d in c.deltas if math.isfinite(d)]
+    bottom = _log_bottom(values, result.tolerance)
     for comp in mode.control or []:
         xs = list(range(len(comp.deltas)))
-        ax.plot(xs, _finite(comp.deltas), color="0.6", marker="x", linewidth=0.6, alpha=0.7)
+        ax.plot(xs, _finite(comp.deltas, bottom), color="0.6", marker="x", linewidth=0.6, alpha=0.7)
     for comp in mode.comparisons:
         xs = list(range(len(comp.deltas)))
         color = "tab:blue" if comp.passed else ("tab:orange" if comp.explained_by else "tab:red")
-        ax.plot(xs, _finite(comp.deltas), color=color, marker="o", markersize=3, linewidth=0.8, alpha=0.8)
+        ax.plot(xs, _finite(comp.deltas, bottom), color=color, marker="o", markersize=3, linewidth=0.8, alpha=0.8)
     ax.axhline(result.tolerance, color="tab:red", linestyle="--", linewidth=1, label=f"tolerance {result.tolerance:g}")
     floor = mode.control_floor
     if floor is not None and math.isfinite(floor):
@@ -49,14 +62,19 @@ def _plot_mode(ax, mode: ModeResult, result: ParityResult) -> None:
         ax.plot([], [], color="0.6", marker="x", label="reference vs itself")
     ax.set_title(f"{mode.name}: {sum(c.passed for c in mode.comparisons)}/{len(mode.comparisons)} passed")
     ax.set_xlabel("generated token position")
-    ax.set_ylabel("|Δ logprob|")
+    ax.set_ylabel("|Δ logprob| (log; exact 0 at the bottom)")
     ax.set_xlim(-0.5, max(result.max_new_tokens - 0.5, 0.5))
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    values = [d for c in [*mode.comparisons, *(mode.control or [])] for d in c.deltas if math.isfinite(d)]
-    ax.set_ylim(0, 1.3 * max([result.tolerance, floor or 0.0, *values]))
+    ax.set_yscale("log")
+    ax.set_ylim(bottom, 3 * max([result.tolerance, floor or 0.0, *values]))
     ax.legend(fontsize=7, loc="upper left")
+
+
+def yes_no(value: bool | None) -> str:
+    """A flag as a reader says it (reports never print Python's True/False)."""
+    return "—" if value is None else ("yes" if value else "no")
 
 
 def _why(comp: Comparison) -> str:
@@ -80,7 +98,8 @@ def _mode_table(mode: ModeResult) -> str:
                 cls="ok" if comp.passed else ("expl" if comp.explained_by else "bad"),
                 p=comp.prompt, name=html.escape(comp.prompt_name), label=html.escape(comp.label),
                 tok=comp.prompt_tokens, fm="—" if comp.first_mismatch is None else comp.first_mismatch,
-                d=_fmt(comp.max_abs_delta), pd=html.escape(f"{comp.prefill_differs} ({_fmt(comp.prefill_max_abs_delta)})"),
+                d=_fmt(comp.max_abs_delta),
+                pd=html.escape(f"{yes_no(comp.prefill_differs)} ({_fmt(comp.prefill_max_abs_delta)})"),
                 ct=comp.cached_tokens, st=status, why=html.escape(_why(comp)),
             )
         )

@@ -41,9 +41,12 @@ class ProgressUpdate:
     passed: int = 0
     failed: int = 0
     detail: str = ""
+    compares: bool = True  # False: a phase that only collects answers (nothing passes or fails in it)
 
 
 Progress = Callable[[ProgressUpdate], None]
+# warm's preparation: the reference's cold answers to each prompt's shared-prefix variant (compared in warm)
+VARIANTS_PHASE = "warm prep: reference answers to shared-prefix variants"
 
 
 @dataclass(frozen=True)
@@ -141,9 +144,11 @@ class ParityRun:
                 cold_candidate.comparisons.append(_judge(answer, ref, index=i, prompt=prompt, label="cold", opts=self.opts))
             self._report(phase, i + 1, n, cold_candidate.comparisons if cold_candidate else [], prompt.name)
 
-    def _report(self, phase: str, done: int, total: int, comparisons: list[Comparison], detail: str) -> None:
-        passed = sum(c.passed for c in comparisons)
-        self.progress(ProgressUpdate(phase, done, total, passed, len(comparisons) - passed, detail))
+    def _report(self, phase: str, done: int, total: int, comparisons: list[Comparison] | None, detail: str) -> None:
+        """COMPARISONS None: the phase collects answers only (its progress shows no pass/fail counts)."""
+        passed = sum(c.passed for c in comparisons or [])
+        self.progress(ProgressUpdate(phase, done, total, passed, len(comparisons or []) - passed, detail,
+                                     compares=comparisons is not None))
 
     def collect_variants(self) -> None:
         """Shared-prefix variants of each prompt and the reference's cold answers to them."""
@@ -152,7 +157,7 @@ class ParityRun:
             variant = shared_prefix_variant(prompt, page_size=self.opts.page_size, vocab_size=self.opts.vocab_size)
             self.variants.append(variant)
             self.ref_variants.append(self._reference_cold(i, variant) if variant is not None else None)
-            self._report("reference variants", i + 1, n, [], variant.name if variant else prompt.name)
+            self._report(VARIANTS_PHASE, i + 1, n, None, variant.name if variant else prompt.name)
 
     # -- warm ------------------------------------------------------------------------------------------
     def _warm_on(self, target: Target, *, label: str, enforce_cache: bool) -> list[Comparison]:

@@ -14,7 +14,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from pdctl.errors import UserError
+from pdctl.errors import CheckFailed, UserError
+from pdctl.liveness import require_alive
 from pdctl.parity import client
 from pdctl.parity.endpoints import (
     Target,
@@ -77,6 +78,9 @@ def candidate_target(req: ParityRequest) -> Target:
     if req.candidate_url is not None:
         client.check_reachable(req.candidate_url, "candidate")  # before asking it for its workers
         return _url_target(req.candidate_url, req.decode_urls, req.prefill_urls)
+    from pdctl.runs import resolve_run_dir
+
+    require_alive(resolve_run_dir(req.run_dir), "parity")  # a dead worker is named now, before any prompt
     target = target_from_run_dir(req.run_dir)
     client.check_reachable(target.url, "candidate")
     return target
@@ -183,7 +187,17 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
             modes=req.modes, tolerance=req.tolerance, max_new_tokens=req.max_new_tokens, control=req.control,
             copies=req.copies, page_size=facts.page_size, vocab_size=facts.vocab_size,
         )
-        result = run_parity(candidate, reference, prompts, opts, progress)
+        try:
+            result = run_parity(candidate, reference, prompts, opts, progress)
+        except CheckFailed as exc:  # a request failed: if a process of the run died, that is the news
+            if req.candidate_url is None:
+                from pdctl.liveness import check_run
+                from pdctl.runs import resolve_run_dir
+
+                verdict = check_run(resolve_run_dir(req.run_dir))
+                if not verdict.ok:
+                    raise verdict.error(f"parity stopped ({exc.message})") from exc
+            raise
     result.facts = facts.describe()
     result.candidate_workers = {"prefill": list(candidate.prefill_urls), "decode": list(candidate.flush_decode)}
     return result

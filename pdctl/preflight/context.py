@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pdctl.preflight.report import Check
@@ -26,6 +26,9 @@ class Context:
     facts: dict[str, NodeFacts]
     roles: dict[str, list[str]]
     controller_pdctl: str
+    # file the launching machine wrote -> its content: every node must read the same (a shared run dir)
+    shared_files: dict[str, str] = field(default_factory=dict)
+    needed_dirs: dict[str, str] = field(default_factory=dict)  # what -> a directory every node must have
 
     def reached(self, node: str) -> bool:
         return self.facts[node].ok

@@ -55,19 +55,23 @@ def node_roles(topo: Topology) -> dict[str, list[str]]:
     return out
 
 
-def engine_python(topo: Topology, node: Node) -> str:
+def engine_python(topo: Topology, node: Node, *, slurm: bool = False) -> str:
     """The interpreter the node's servers run with (what launch renders for this engine)."""
-    return node_python(topo, node) if topo.engine.kind == "reference" else topo.engine.python
+    return node_python(topo, node, slurm=slurm) if topo.engine.kind == "reference" else topo.engine.python
 
 
 def _looks_like_path(path: str) -> bool:
     return path.startswith((".", "/", "~")) or Path(path).expanduser().is_dir()
 
 
-def probe_args(topo: Topology, node: Node, roles: list[str], peers: list[str]) -> dict[str, Any]:
-    """What to look at on NODE: its ports, the model (if it runs a server role), peers to resolve and route."""
+def probe_args(topo: Topology, node: Node, roles: list[str], peers: list[str],
+               read: list[str] | None = None, dirs: list[str] | None = None) -> dict[str, Any]:
+    """What to look at on NODE: its ports, the model (if it runs a server role), peers to resolve and route,
+    the files READ and directories DIRS (what a Slurm job's nodes must share with the launching machine)."""
     workers = [r for r in roles if r != "router"]
     args: dict[str, Any] = {
+        "read_files": list(read or []),
+        "dirs": list(dirs or []),
         "resolve": sorted({node.address, *peers}),
         "routes": sorted(set(peers) - {node.address}),
         "ports": [],
@@ -125,17 +129,19 @@ def run_probe(executor: Executor, python: str, args: dict[str, Any], timeout: fl
     return {}, f"the probe failed with exit {done.returncode}: {tail}", "probe"
 
 
-def gather(topo: Topology, *, timeout: float = 60.0, slurm: bool = False) -> dict[str, NodeFacts]:
-    """Probe every node in parallel; node -> NodeFacts (in topology order)."""
+def gather(topo: Topology, *, timeout: float = 60.0, slurm: bool = False, read: list[str] | None = None,
+           dirs: list[str] | None = None) -> dict[str, NodeFacts]:
+    """Probe every node in parallel (each also reads the files READ, looks for the directories DIRS);
+    node -> NodeFacts (in topology order)."""
     roles = node_roles(topo)
     peers = peers_of(topo, roles)
 
     def one(node: Node) -> NodeFacts:
         executor = node_executor(node, slurm=slurm, topo=topo)
-        python = engine_python(topo, node)
+        python = engine_python(topo, node, slurm=slurm)
         started = time.monotonic()
         facts, error, kind = run_probe(
-            executor, python, probe_args(topo, node, roles[node.name], peers[node.name]), timeout
+            executor, python, probe_args(topo, node, roles[node.name], peers[node.name], read, dirs), timeout
         )
         return NodeFacts(node.name, executor.kind, python, time.monotonic() - started, facts, error, kind)
 

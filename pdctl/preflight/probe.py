@@ -134,6 +134,18 @@ def _read(path: str) -> str | None:
         return None
 
 
+def read_files(paths: list) -> dict:
+    """The first bytes of each file, or why it cannot be read (is a directory shared with the launcher?)."""
+    out = {}
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                out[path] = {"text": fh.read(256).strip()}
+        except OSError as exc:
+            out[path] = {"error": f"{type(exc).__name__}: {exc.strerror or exc}"}
+    return out
+
+
 def resolve(names: list) -> dict:
     """Each name -> its addresses as this node resolves them, or {'error': ...}."""
     out = {}
@@ -252,6 +264,8 @@ def main(args: dict) -> dict:
         "pci": dump_pci(),
         "gdr": gdr_facts(),
         "ucx_env": {k: os.environ.get(k) for k in ("UCX_NET_DEVICES", "UCX_TLS")},
+        "read_files": read_files(args.get("read_files", [])),
+        "dirs": {path: os.path.isdir(path) for path in args.get("dirs", [])},
     }
     return facts
 

@@ -3,8 +3,11 @@ transfer test; the PreflightReport is the verdict `pdctl preflight` prints and `
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdctl import __version__
@@ -22,6 +25,7 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str], None]
 DEFAULT_TOKENS = 1024
+SHARED_TOKEN_FILE = ".pdctl-shared-check"
 
 
 def _spec(topo: Topology) -> tuple[Any, str | None]:
@@ -41,16 +45,22 @@ def run_preflight(
     timeout: float = 60.0,
     slurm: bool = False,
     progress: Progress | None = None,
+    shared_dir: Path | None = None,
 ) -> PreflightReport:
     """Check every node of TOPO through its executor (ssh / local / srun with SLURM), in parallel with
     TIMEOUT per node, then (unless SKIP_TRANSFER) move a TOKENS-token request's KV between each prefill and
-    each decode node."""
+    each decode node. SHARED_DIR: a directory every node must share with this machine (a Slurm job's run
+    dir): a token written there must read back the same on every node (pdctl.preflight.checks.shared)."""
     say = progress or (lambda _msg: None)
     started = time.monotonic()
     spec, spec_error = _spec(topo)
     say(f"probing {len(topo.nodes)} node(s)")
-    facts = gather(topo, timeout=timeout, slurm=slurm)
-    ctx = Context(topo, spec, spec_error, facts, node_roles(topo), __version__)
+    shared_dir = shared_dir if topo.engine.container is None else None  # the probe sees the image's files
+    needed = job_dirs() if shared_dir is not None else {}
+    with shared_token(shared_dir) as shared:
+        facts = gather(topo, timeout=timeout, slurm=slurm, read=list(shared), dirs=list(needed.values()))
+    ctx = Context(topo, spec, spec_error, facts, node_roles(topo), __version__, shared_files=shared,
+                  needed_dirs=needed)
     by_node: dict[str, list[Check]] = {n.name: [] for n in topo.nodes}
     for family in FAMILIES:
         for node, check in family.run(ctx):
@@ -79,6 +89,32 @@ def run_preflight(
         report.notes.append("cross-node transfer test skipped (--skip-transfer)")
     report.wall_s = time.monotonic() - started
     return report
+
+
+def job_dirs() -> dict[str, str]:
+    """What -> directory every node of a Slurm launch must have: the working directory its steps start in,
+    and the Python environment the job's pdctl (and its reference engine and router) run from."""
+    import os
+    import sys
+
+    return {"working directory": os.getcwd(), "Python environment running pdctl": sys.prefix}
+
+
+@contextlib.contextmanager
+def shared_token(directory: Path | None) -> Iterator[dict[str, str]]:
+    """{path: token} of a token file written in DIRECTORY for the nodes to read back, removed afterwards
+    ({} without a directory)."""
+    if directory is None:
+        yield {}
+        return
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    path = Path(directory).resolve() / SHARED_TOKEN_FILE
+    token = uuid.uuid4().hex
+    path.write_text(token + "\n", encoding="utf-8")
+    try:
+        yield {str(path): token}
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def _node(report: PreflightReport, name: str) -> NodeReport:

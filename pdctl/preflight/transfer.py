@@ -19,7 +19,7 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from pdctl.launch.executors import node_executor
-from pdctl.launch.render_transfer import UCX_PATH_ENV, transfer_env
+from pdctl.launch.render_transfer import UCX_PATH_ENV, protocol_env, transfer_env
 from pdctl.preflight.gather import engine_python
 from pdctl.preflight.parsers.iproute import parse_ip_route_get
 from pdctl.preflight.parsers.mooncake_log import parse_mooncake_log
@@ -135,14 +135,14 @@ def run_pair(ctx: Context, source: str, target: str, *, tokens: int, nvlink: boo
              slurm: bool = False) -> TransferResult:
     """The transfer test for one (prefill node, decode node) pair."""
     topo = ctx.topo
-    env = {**topo.engine.env, **transfer_env(topo, nvlink, "prefill"), **PATH_ENV}
+    env = {**protocol_env(topo), **topo.engine.env, **transfer_env(topo, nvlink, "prefill"), **PATH_ENV}
     cfg = bench_config(topo, tokens, source, target)
     src_node, dst_node = topo.node(source), topo.node(target)
     base = TransferResult(source, target, topo.transfer.backend, "unknown", None, 0.0, 0.0, False)
     peer = node_executor(dst_node, slurm=slurm, topo=ctx.topo).popen(
-        [engine_python(topo, dst_node), "-m", "pdctl.bench.transfer.peer"], env=env)
+        [engine_python(topo, dst_node, slurm=slurm), "-m", "pdctl.bench.transfer.peer"], env=env)
     driver = node_executor(src_node, slurm=slurm, topo=ctx.topo).popen(
-        [engine_python(topo, src_node), "-m", "pdctl.bench.transfer.remote"], env=env)
+        [engine_python(topo, src_node, slurm=slurm), "-m", "pdctl.bench.transfer.remote"], env=env)
     relay = Relay(driver, peer)
     try:
         relay._write(driver, json.dumps(asdict(cfg)))
@@ -152,7 +152,7 @@ def run_pair(ctx: Context, source: str, target: str, *, tokens: int, nvlink: boo
     if doc is None or "error" in doc:
         why = (doc or {}).get("error") or "the prefill side ended without a result"
         if "No module named 'pdctl'" in relay.text("driver") + relay.text("peer"):
-            why = (f"pdctl is not importable by {engine_python(topo, src_node)} on the nodes: the transfer test runs "
+            why = (f"pdctl is not importable by {engine_python(topo, src_node, slurm=slurm)} on the nodes: the transfer test runs "
                    "bench-transfer there (install pdctl in the engine's environment, or --skip-transfer)")
         tails = "; ".join(f"{k}: {relay.text(k).strip()[-400:]}" for k in ("driver", "peer") if relay.text(k).strip())
         return replace(base, error=f"{why}" + (f" ({tails})" if tails else ""))

@@ -58,6 +58,37 @@ def _server_class() -> type:
     return Server
 
 
+# The first bytes of an HTTP/2 "prior knowledge" connection (gRPC over cleartext).
+H2_PREFACE = b"PRI * HTTP/2.0"
+
+
+def _http_protocol() -> type:
+    """uvicorn's HTTP/1.1 protocol, closing an HTTP/2 prior-knowledge connection quietly.
+
+    Who sends one: sglang-router (0.3.x) decides per worker whether it speaks HTTP or gRPC by trying both at
+    registration (its detect_connection_mode step opens a gRPC, i.e. HTTP/2, connection next to the HTTP
+    health check), and has no flag to skip that. uvicorn answers the HTTP/2 preface with a 400 and a
+    `WARNING: Invalid HTTP request received.` in every worker's log right after launch, which reads like a
+    fault. The reference engine speaks HTTP/1.1 only, so it closes such a connection (the router then takes
+    the HTTP answer) and logs it at debug level. (SGLang's own servers still log the warning: harmless.)"""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    class Http1Only(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
+        _first_data = True
+
+        def data_received(self, data: bytes) -> None:
+            if self._first_data:
+                self._first_data = False
+                if data.startswith(H2_PREFACE):
+                    log.debug("closed an HTTP/2 (gRPC) connection from %s: a router detecting the protocol; "
+                              "this server speaks HTTP/1.1", getattr(self, "client", None))
+                    self.transport.close()
+                    return
+            super().data_received(data)
+
+    return Http1Only
+
+
 def write_port_file(path: str, ports: dict[str, int]) -> None:
     """Write the bound ports (+ pid) as JSON, atomically: the ready signal for whoever started the server
     with --port 0 (a reader never sees half a file)."""
@@ -104,7 +135,7 @@ def serve(args: ServerArgs) -> None:
         sock.close()
         raise
     config = uvicorn.Config(create_app(engine, role_started=True), log_level=args.log_level.lower(),
-                            access_log=False, timeout_graceful_shutdown=5)
+                            access_log=False, timeout_graceful_shutdown=5, http=_http_protocol())
     server = _server_class()(config)
     server.port_file, server.role = args.port_file, engine.role
     server.ports = {"port": int(sock.getsockname()[1])}

@@ -36,7 +36,34 @@ class BenchServe(_Section):
                              "(default: sum of tp x pp x replicas of its roles).")
 
 
+class BenchTargets(_Section):
+    """The latency targets a prediction was made for."""
+
+    ttft_ms: float = Field(gt=0, description="Time-to-first-token target, ms.")
+    itl_ms: float = Field(gt=0, description="Inter-token latency target, ms.")
+
+
+class BenchPredicted(_Section):
+    """What a model (`pdctl suggest`) predicted for this deployment at one point; `pdctl bench serve` shows the
+    measurement of that point next to it."""
+
+    source: str = Field(description="What made the prediction (tool, versions, link).")
+    concurrency: int = Field(ge=1, description="Concurrent requests of the predicted point.")
+    isl: int = Field(ge=1, description="Input length of the predicted point, tokens.")
+    osl: int = Field(ge=1, description="Output length of the predicted point, tokens.")
+    ttft_ms: float = Field(ge=0, description="Predicted time to first token, ms.")
+    itl_ms: float = Field(ge=0, description="Predicted inter-token latency, ms.")
+    output_tok_s: float = Field(ge=0, description="Predicted output tokens per second of the whole deployment.")
+    tokens_per_s_per_gpu: float | None = Field(None, ge=0, description="Predicted output tokens/s per GPU given.")
+    request_rate: float | None = Field(None, ge=0, description="Predicted requests per second.")
+    kv_transfer_ms: float | None = Field(None, ge=0, description="Predicted KV transfer time of one request, ms.")
+    gpus: int | None = Field(None, ge=1, description="GPUs the prediction was made for.")
+    targets: BenchTargets | None = Field(None, description="The targets the deployment was chosen for.")
+
+
 class BenchConfig(_Section):
     """Defaults for `pdctl bench ...` when run against this topology."""
 
     serve: BenchServe = Field(default_factory=BenchServe, description="`pdctl bench serve` defaults.")
+    predicted: BenchPredicted | None = Field(None, description="A prediction to compare `bench serve`'s "
+                                             "measurement with (written by `pdctl suggest --out`).")

@@ -290,9 +290,14 @@ def _host_problems(raw: TopologyFile, add: Any) -> list[str]:
 
 
 def build_topology(data: Any, source: str = "<data>", positions: Positions | None = None,
-                   source_path: Path | None = None) -> Topology:
-    """Validate already-parsed data (e.g. a dict built by a test) into a Topology; UserError on bad input."""
+                   source_path: Path | None = None, overrides: tuple[str, ...] | list[str] = ()) -> Topology:
+    """Validate already-parsed data (e.g. a dict built by a test) into a Topology; UserError on bad input.
+    OVERRIDES: `--set KEY=VALUE` applied to DATA first (pdctl.topology.overrides); their errors name them."""
     positions = positions or Positions()
+    if overrides:
+        from pdctl.topology.overrides import apply_overrides
+
+        data = apply_overrides(data, overrides, positions)
     if not isinstance(data, dict):
         pos = positions.value_at(())
         raise UserError(located(source, pos, None, f"expected a mapping at the top level "
@@ -307,7 +312,8 @@ def build_topology(data: Any, source: str = "<data>", positions: Positions | Non
     problems = _cross_reference(raw, source, positions)
     if problems:
         raise _failure(problems)
-    return Topology.from_file_model(raw, source_path=source_path)
+    return Topology.from_file_model(raw, source_path=source_path, overrides=tuple(overrides),
+                                    document=data if overrides else None)
 
 
 def load_topology_text(text: str, source: str = "<string>") -> Topology:
@@ -316,8 +322,9 @@ def load_topology_text(text: str, source: str = "<string>") -> Topology:
     return build_topology(data, source, positions)
 
 
-def load_topology(path: str | Path) -> Topology:
-    """Load and validate a topology file; raises UserError('file:line:col: key.path: expected ...')."""
+def load_topology(path: str | Path, overrides: tuple[str, ...] | list[str] = ()) -> Topology:
+    """Load and validate a topology file; raises UserError('file:line:col: key.path: expected ...').
+    OVERRIDES: `--set KEY=VALUE` entries applied before validation (errors: '--set KEY=VALUE: key.path: ...')."""
     path = Path(path)
     source = str(path)
     try:
@@ -339,7 +346,7 @@ def load_topology(path: str | Path) -> Topology:
     except UnicodeDecodeError as exc:
         raise UserError(f"{source}: not UTF-8 text (byte {exc.start}); expected a YAML file") from None
     data, positions = parse_yaml(text, source, text_paths=TEXT_PATHS)
-    return build_topology(data, source, positions, source_path=path.resolve())
+    return build_topology(data, source, positions, source_path=path.resolve(), overrides=overrides)
 
 
 __all__ = ["build_topology", "describe", "did_you_mean", "format_path", "load_topology", "load_topology_text",

@@ -138,9 +138,14 @@ class Topology(BaseModel):
     eval: EvalConfig
     bench: BenchConfig = Field(default_factory=BenchConfig)
     slurm: SlurmConfig | None = None
+    # `--set KEY=VALUE` given on the command line (pdctl.topology.overrides), and the document they produced:
+    # what a launch keeps as the run's topology.yaml (the file alone would not say what ran)
+    overrides: tuple[str, ...] = ()
+    document: dict[str, Any] | None = Field(default=None, exclude=True, repr=False)
 
     @classmethod
-    def from_file_model(cls, raw: TopologyFile, source_path: Path | None = None) -> Topology:
+    def from_file_model(cls, raw: TopologyFile, source_path: Path | None = None, *,
+                        overrides: tuple[str, ...] = (), document: dict[str, Any] | None = None) -> Topology:
         """Effective view of a validated file (the loader has checked that the mode's sections are there):
         merged roles, router node default = first node of the first role."""
         roles: dict[str, RoleConfig | None] = {"prefill": None, "decode": None, "colocated": None}
@@ -167,6 +172,8 @@ class Topology(BaseModel):
             eval=raw.eval,
             bench=raw.bench,
             slurm=raw.slurm,
+            overrides=tuple(overrides),
+            document=document if overrides else None,
             **roles,
         )
 

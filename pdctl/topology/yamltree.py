@@ -61,8 +61,10 @@ def format_path(path: PathKey) -> str:
 
 
 def located(source: str, pos: tuple[int, int] | None, path: PathKey | None, message: str) -> str:
-    """One error line: 'source:line:col: key.path: message' (parts that are unknown are left out)."""
-    where = source if pos is None else f"{source}:{pos[0]}:{pos[1]}"
+    """One error line: 'source:line:col: key.path: message' (parts that are unknown are left out); a value
+    given on the command line is located at its option ('--set prefill.tp=x: prefill.tp: ...')."""
+    label = getattr(pos, "label", None)  # pdctl.topology.overrides.OverrideMark
+    where = label if label else source if pos is None else f"{source}:{pos[0]}:{pos[1]}"
     if path is None:
         return f"{where}: {message}"
     return f"{where}: {format_path(path)}: {message}"

@@ -61,6 +61,7 @@ def _ok(done: subprocess.CompletedProcess, code: int) -> str:
         (["parity", "--help"], 0),
         (["preflight", "--help"], 0),
         (["bench", "serve", "--help"], 0),
+        (["suggest", "--help"], 0),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else str(v),
 )
@@ -80,8 +81,10 @@ def test_status_logs_down_without_a_run_are_bad_input(cli_only: Run) -> None:
         (["reference", "serve", "--model-path", "{work}/ckpt"], "engine"),
         (["bench-transfer", str(CONFIGS_DIR / "local-cpu.yaml"), "--tokens", "64"], "engine"),
         (["eval", "gsm8k", "--url", "http://127.0.0.1:{port}"], "eval"),
+        (["suggest", "--model", "gpt-oss-120b", "--system", "gb300", "--gpus", "8", "--isl", "8192", "--osl",
+          "1024", "--ttft", "2000", "--itl", "30"], "suggest"),
     ],
-    ids=["init-checkpoint", "serve", "bench-transfer", "eval-from-the-hub"],
+    ids=["init-checkpoint", "serve", "bench-transfer", "eval-from-the-hub", "suggest"],
 )
 def test_commands_that_need_an_extra_say_which(cli_only: Run, tmp_path: Path, args: list[str], extra: str) -> None:
     argv = [a.format(work=tmp_path, port=free_port()) for a in args]

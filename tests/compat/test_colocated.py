@@ -21,7 +21,7 @@ REFERENCE = ROOT / "configs" / "local-cpu-reference.yaml"
 # unified-memory-pp is PD-only: kv_cache_hook.handle_unified_memory_pool asserts pp == 1 only when
 # disaggregation_mode != "null".
 COLOCATED_RULES = {"heads-divisible", "mxfp8-gpu", "attention-backend-gpu", "placement", "bootstrap-port",
-                   "flags-parse", "flags-deprecated", "args-override", "kv-layout-platform",
+                   "flags-parse", "flags-deprecated", "reference-ignores-args", "args-override", "kv-layout-platform",
                    # field incidents about one server: its KV pool at model load, DP attention's MoE combine
                    "kv-capacity", "dp-attention-corruption"}
 

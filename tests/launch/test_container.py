@@ -62,8 +62,8 @@ def test_docker_run_on_a_cpu_node_over_tcp_talking_over_stdin() -> None:
 
 def test_pyxis_options_word_by_word() -> None:
     assert pyxis_options(topology()) == [
-        "--container-image=nvcr.io#nvidia/sglang:25.10-py3", "--no-container-entrypoint",
-        "--no-container-mount-home",
+        "--container-image=nvcr.io#nvidia/sglang:25.10-py3", "--container-name=pdctl-" + topology().name,
+        "--no-container-entrypoint", "--no-container-mount-home",
         "--container-mounts=/shared/hf:/root/.cache/huggingface:ro,/models/gpt-oss-120b:/models/gpt-oss-120b:ro",
         "--container-workdir=/workspace",
     ]

@@ -85,35 +85,35 @@ def test_check_compat_without_a_version_says_which_it_assumed(tmp_path: Path) ->
     assert "SGLang 0.5.23 (assumed" in done.stderr and "engine.version is not set" in " ".join(done.stderr.split())
 
 
-def invalid(tmp_path: Path, extra: list[str]) -> Path:
-    """The invalid config, as written for Slurm when rendering the sbatch script (no --dry-run)."""
-    return INVALID if extra else slurm_variant(INVALID, tmp_path)
+def invalid(tmp_path: Path, slurm: bool) -> Path:
+    """The invalid config, or its Slurm variant (a launch of it is a job)."""
+    return slurm_variant(INVALID, tmp_path) if slurm else INVALID
 
 
-@pytest.mark.parametrize("extra", [["--dry-run"], []])
-def test_dry_run_and_slurm_render_run_check_compat(tmp_path: Path, extra: list[str]) -> None:
+@pytest.mark.parametrize(("extra", "slurm"), [(["--dry-run"], False), (["--dry-run"], True), ([], True)])
+def test_dry_run_and_slurm_render_run_check_compat(tmp_path: Path, extra: list[str], slurm: bool) -> None:
     run = tmp_path / "run"
-    done = pdctl("launch", str(invalid(tmp_path, extra)), *extra, "--run-dir", str(run), cwd=tmp_path)
+    done = pdctl("launch", str(invalid(tmp_path, slurm)), *extra, "--run-dir", str(run), cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     flat = " ".join(done.stderr.split())
     assert "hetero-tp-swa-layout (SGLang fails at: first transfer)" in flat and "not launching or rendering" in flat
     assert not (run / "launch.sbatch").exists() and not (run / "plan.json").exists()
 
 
-@pytest.mark.parametrize("extra", [["--dry-run"], []])
-def test_skip_compat_renders_and_says_loudly_what_it_skipped(tmp_path: Path, extra: list[str]) -> None:
+@pytest.mark.parametrize("slurm", [False, True])
+def test_skip_compat_renders_and_says_loudly_what_it_skipped(tmp_path: Path, slurm: bool) -> None:
     run = tmp_path / "run"
-    done = pdctl("launch", str(invalid(tmp_path, extra)), *extra, "--skip-compat", "--run-dir", str(run),
+    done = pdctl("launch", str(invalid(tmp_path, slurm)), "--dry-run", "--skip-compat", "--run-dir", str(run),
                  cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     flat = " ".join(done.stderr.split())
     assert "WARNING --skip-compat: check-compat's verdict is NOT enforced" in flat
     assert "would have REFUSED it (1 error(s))" in flat and "hetero-tp-swa-layout" in flat
-    if extra:  # the layout check-compat judged is the one rendered
+    if not slurm:  # the layout check-compat judged is the one rendered
         assert "SGLANG_USE_HND_KVCACHE=1" in done.stdout
     else:  # the plan shows it; the job, which renders again on its nodes, is told to skip check-compat too
         assert "SGLANG_USE_HND_KVCACHE=1" in (run / "plan.json").read_text()
-        assert (run / "launch.sbatch").read_text().rstrip().endswith("--timeout 600 --skip-compat")
+        assert done.stdout.rstrip().endswith("--timeout 600 --skip-compat")  # the script --submit submits
 
 
 def test_skip_compat_on_a_compatible_topology_says_it_would_have_passed(tmp_path: Path) -> None:

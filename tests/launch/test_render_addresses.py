@@ -62,6 +62,10 @@ def test_transfer_nvlink_modes() -> None:
     assert any("no effect with NIXL" in n for n in plan.notes)
     off, _ = make(transfer={"backend": "mooncake", "nvlink": "off"})
     assert not any("MC_FORCE_MNNVL" in w.env for w in render(off, nvlink_domain=True).workers)
+    h100, _ = make(transfer={"backend": "mooncake"}, nodes=[  # no NVLink across H100 nodes: nothing to note
+        {"name": "p0", "host": "10.0.0.11", "gpu": "h100", "gpus": 8},
+        {"name": "d0", "host": "10.0.0.12", "gpu": "h100", "gpus": 8}])
+    assert render(h100).notes == [] and render(h100, nvlink_domain=None).notes == []
 
 
 def test_dry_run_says_what_each_process_advertises(tmp_path: Path) -> None:
@@ -73,3 +77,31 @@ def test_dry_run_says_what_each_process_advertises(tmp_path: Path) -> None:
     done = pdctl("launch", str(path), "--dry-run", "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "# node p0 (gpu-p0.mgmt)" in done.stdout and "# prefill-0 (advertises 10.1.0.11)" in done.stdout
+
+
+def test_each_node_runs_its_own_interpreter() -> None:
+    """The router on a node that is another machine (no ssh:, e.g. started there by hand or a scheduler) ran
+    this machine's venv python while that node's servers ran engine.python (issue 20)."""
+    import sys
+
+    remote, _ = make(nodes=[{"name": "p0", "host": "10.1.0.1", "gpu": "h100", "gpus": 8},
+                            {"name": "d0", "host": "10.1.0.2", "gpu": "h100", "gpus": 8}],
+                     engine={"python": "python3"}, decode={"tp": 8}, router={"node": "p0"})
+    plan = render(remote)
+    assert {p.argv[0] for p in plan.processes()} == {"python3"}
+    reference, _ = make(engine={"kind": "reference", "python": "python3", "version": None},
+                        model={"path": "/ckpt", "preset": "reference-tiny"},
+                        nodes=[{"name": "p0", "host": "127.0.0.1", "gpu": "cpu", "gpus": 4},
+                               {"name": "d0", "host": "10.1.0.2", "gpu": "cpu", "gpus": 4}],
+                        prefill={"tp": 1}, decode={"tp": 1}, router={"node": "d0"})
+    plan = render(reference)
+    by_name = {p.name: p.argv[0] for p in plan.processes()}
+    assert by_name == {"prefill-0": sys.executable, "decode-0": "python3", "router": "python3"}
+    named, _ = make(engine={"kind": "reference", "python": "python3", "version": None},
+                    model={"path": "/ckpt", "preset": "reference-tiny"},
+                    nodes=[{"name": "p0", "host": "cpu-a", "gpu": "cpu", "gpus": 4},
+                           {"name": "d0", "host": "cpu-b", "gpu": "cpu", "gpus": 4}],
+                    prefill={"tp": 1}, decode={"tp": 1})
+    assert {p.argv[0] for p in render(named).processes()} == {"python3"}
+    slurm = render(named, slurm=True)  # a Slurm job's nodes run the job's pdctl interpreter (shared)
+    assert {p.argv[0] for p in slurm.processes()} == {sys.executable}

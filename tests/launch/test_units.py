@@ -126,15 +126,15 @@ def test_dry_run_prints_every_command_and_writes_the_plan(tmp_path: Path) -> Non
     assert not (run_dir / "state.json").exists()
 
 
-def test_slurm_without_submit_writes_and_prints_the_script(tmp_path: Path) -> None:
+def test_slurm_dry_run_writes_and_prints_the_script(tmp_path: Path) -> None:
     from tests.support.launch_e2e import pdctl
     from tests.support.launch_samples import REPO, slurm_variant
 
     config = slurm_variant(REPO / "configs" / "llama-3.1-8b-p4-d2-h100.yaml", tmp_path)
-    done = pdctl("launch", str(config), "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
+    done = pdctl("launch", str(config), "--dry-run", "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     script = (tmp_path / "run" / "launch.sbatch").read_text()
-    assert script.strip() in done.stdout.strip()
+    assert script == done.stdout  # stdout is exactly the script (`> job.sbatch` keeps it runnable)
     assert "#SBATCH --nodes=1" in script.splitlines() and "--in-allocation" in script
     plan = json.loads((tmp_path / "run" / "plan.json").read_text())  # every process an srun step
     assert all(p["command"].startswith("srun ") for p in [*plan["processes"], plan["router"]])

@@ -161,3 +161,15 @@ def test_resolves_topology_model_object(tmp_path):
                            "nodes": [{"name": "n", "host": "h", "gpu": "h100", "gpus": 2}],
                            "prefill": {"nodes": ["n"]}, "decode": {"nodes": ["n"]}})
     assert resolve_model_spec(topo.model).name == "gpt-oss-20b"
+
+
+def test_a_missing_reference_checkpoint_points_at_init_checkpoint(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from pdctl.errors import UserError
+    from pdctl.models import resolve_model_spec
+
+    cfg = SimpleNamespace(path=str(tmp_path / "ckpt"), revision=None, config=None, preset=None)
+    with pytest.raises(UserError, match=r"Fix: create the reference engine's checkpoint with `pdctl reference "
+                                        rf"init-checkpoint {tmp_path / 'ckpt'}`"):
+        resolve_model_spec(cfg, engine_kind="reference")

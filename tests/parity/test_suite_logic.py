@@ -254,3 +254,22 @@ def test_runner_vouches_only_with_passing_cold_comparisons(monkeypatch) -> None:
                              runner.ParityOptions(modes=("cold", "warm"), max_new_tokens=1, control=False))
     assert not both.ok and not both.modes["cold"].ok  # the cold run catches it: nothing vouches for warm
     assert both.modes["warm"].unexplained
+
+
+def test_the_report_of_a_pass_is_not_flat_and_says_yes_no() -> None:
+    """Issue 20: the report of a passing run plotted every |Δ| (1e-17) on a flat line at 0 of a linear axis up
+    to the tolerance, and its tables printed Python's True/False."""
+    pytest.importorskip("matplotlib")
+    from dataclasses import replace
+
+    from pdctl.parity.report import plot_figure, render_html
+
+    tiny = [replace(_comp(0.0), deltas=[d], max_abs_delta=d) for d in (2.7e-17, 5.5e-17, 0.0)]  # float rounding
+    result = ParityResult({"cold": ModeResult("cold", tiny)}, tolerance=0.05, max_new_tokens=1)
+    assert result.ok
+    ax = plot_figure(result).axes[0]
+    assert ax.get_yscale() == "log"
+    low, high = ax.get_ylim()
+    assert low < 2.7e-17 / 5 and high >= 0.05  # the deltas sit decades under the tolerance line, visibly apart
+    page = render_html(result)
+    assert "True" not in page and "False" not in page and ">no (" in page

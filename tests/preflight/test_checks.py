@@ -104,3 +104,38 @@ def test_transfer_verdicts() -> None:
     assert [c.check for c in transfer_checks(slow, True) if c.failed] == ["transfer.rate"]
     wrong = TransferResult("p0", "d0", "nixl", "tcp/eth1", True, 1.0, 3.0, False, error="12 bytes arrived wrong")
     assert [c.check for c in transfer_checks(wrong, True) if c.failed] == ["transfer"]
+
+
+def test_a_reference_model_that_is_missing_points_at_init_checkpoint() -> None:
+    from pdctl.preflight.checks import model
+
+    topo, _ = make(engine={"kind": "reference", "python": "python3", "version": None},
+                   model={"path": "/ckpt/reference-tiny", "preset": "reference-tiny"},
+                   nodes=[{"name": "p0", "host": "127.0.0.1", "gpu": "cpu", "gpus": 4}],
+                   prefill={"nodes": ["p0"], "tp": 1}, decode={"nodes": ["p0"], "tp": 1})
+    missing = {"model": {"path": "/ckpt/reference-tiny", "exists": False}}
+    fixes = [c.fix for _, c in model.run(_ctx(topo, {"p0": _facts(**missing)})) if c.failed]
+    assert fixes == [("create it on that node: `pdctl reference init-checkpoint /ckpt/reference-tiny` (the reference "
+                     "engine's seeded checkpoint; the same seed writes the same weights everywhere)")]
+
+
+def test_a_run_dir_a_node_does_not_share_fails_preflight() -> None:
+    """A Slurm launch writes a token into its run dir; a node that reads another file (its own /tmp) or none
+    fails shared.run_dir; the directories its steps start in must exist on every node."""
+    from dataclasses import replace
+
+    from pdctl.preflight.checks import shared
+
+    topo, _ = make()
+    token = "/shared/run/.pdctl-shared-check"
+    reads = {"p0": {"read_files": {token: {"text": "abc"}}, "dirs": {"/work": True}},
+             "d0": {"read_files": {token: {"error": "FileNotFoundError: No such file or directory"}},
+                    "dirs": {"/work": False}}}
+    ctx = replace(_ctx(topo, {n: _facts(**f) for n, f in reads.items()}), shared_files={token: "abc"},
+                  needed_dirs={"working directory": "/work"})
+    assert _errors(shared.run(ctx)) == {"d0": ["shared.run_dir", "shared.dirs"]}
+    reads["d0"]["read_files"][token] = {"text": "another token"}  # a same-named local directory
+    ctx = replace(ctx, facts=_ctx(topo, {n: _facts(**f) for n, f in reads.items()}).facts)
+    failed = [c for _, c in shared.run(ctx) if c.failed and c.check == "shared.run_dir"]
+    assert "another directory of the same name" in failed[0].found
+    assert shared.run(replace(ctx, shared_files={}, needed_dirs={})) == []  # not a Slurm launch: nothing

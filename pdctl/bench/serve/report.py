@@ -62,7 +62,7 @@ def plot_png(result: BenchResult) -> str:
                 for pct, pcolor in PCT_COLORS.items():
                     ax.plot(conc, [m.latency[lat][pct] for m in mine], style, marker="o", color=pcolor,
                             label=f"{label} {pct}")
-        per_gpu = "per GPU " if result.candidate.gpus else ""
+        per_gpu = f"per {result.candidate.unit} " if result.candidate.gpus else ""
         row[0].set(title=f"isl {isl} / osl {osl}: throughput vs latency", xlabel="median E2E latency (ms)",
                    ylabel=f"output tokens/s {per_gpu}")
         row[1].set(title="TTFT percentiles", xlabel="concurrency", ylabel="TTFT (ms)")
@@ -92,7 +92,8 @@ COLUMNS = (("req/s", "request_throughput"), ("out tok/s", "output_tok_s"), ("tok
 
 
 def _table(result: BenchResult) -> str:
-    head = "".join(f"<th>{html.escape(name)}</th>" for name, _ in COLUMNS)
+    unit = "rank" if result.candidate.unit == "CPU rank" else "GPU"
+    head = "".join(f"<th>{html.escape(name.replace('/GPU', '/' + unit))}</th>" for name, _ in COLUMNS)
     rows = []
     ctrl = result.control_points or [None] * len(result.points)
     for cand, con in zip(result.points, ctrl):
@@ -121,8 +122,9 @@ def render_html(result: BenchResult) -> str:
     """The whole report as one HTML string."""
     png = plot_png(result)
     verdict = "PASS" if result.ok else "FAIL"
-    control = (f"control: <code>{html.escape(result.control.url)}</code> ({result.control.gpus or '?'} GPUs)"
+    control = (f"control: <code>{html.escape(result.control.url)}</code> ({result.control.devices()})"
                if result.control else "no control")
+    ratio = "; ratio = candidate / control" if result.control else ""
     gate = "no gate" if result.max_regression is None else (
         f"gate: --max-regression {result.max_regression:g}% on {', '.join(result.gate_metrics)}")
     issues = [f.message for f in result.gate_failures] + result.problems
@@ -140,10 +142,10 @@ tr.bad, td.bad {{ background: #fdd; }} td.ratio {{ color: #235; }}
 <h1>pdctl bench serve</h1>
 <p class="verdict" id="verdict">{verdict}</p>
 <ul id="issues">{items}</ul>
-<p>candidate: <code>{html.escape(result.candidate.url)}</code> ({result.candidate.gpus or '?'} GPUs) — {control}<br>
+<p>candidate: <code>{html.escape(result.candidate.url)}</code> ({result.candidate.devices()}) — {control}<br>
 tool: {html.escape(result.tool)}; dataset {html.escape(result.dataset)}; API {result.spec.api};
 warm-up {result.spec.warmup}; seed {result.spec.seed}; {html.escape(gate)}<br>
-Latencies in ms; ratio = candidate / control.</p>
+Latencies in ms{ratio}.</p>
 <img id="plot" alt="throughput vs latency and TTFT/ITL percentiles vs concurrency" src="data:image/png;base64,{png}">
 {_table(result)}
 </body></html>

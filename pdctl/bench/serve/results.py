@@ -25,6 +25,7 @@ class BenchResult:
     max_regression: float | None = None
     gate_metrics: tuple[str, ...] = ()
     gate_failures: list[GateFailure] = field(default_factory=list)
+    predicted: Any = None  # the candidate topology's bench.predicted (pdctl suggest --out), if any
 
     def pairs(self) -> list[tuple[PointMetrics, PointMetrics]]:
         """(candidate, control) per point; empty without a control."""
@@ -68,4 +69,11 @@ class BenchResult:
             "gate": {"max_regression": self.max_regression, "metrics": list(self.gate_metrics),
                      "failures": [f.document() for f in self.gate_failures]},
             "errors": self.errors, "problems": self.problems,
+            "prediction": self.prediction(),
         }
+
+    def prediction(self) -> dict[str, Any] | None:
+        """Predicted against measured at the predicted point (pdctl.bench.serve.prediction), or None."""
+        from pdctl.bench.serve.prediction import compare
+
+        return compare(self.predicted, self.points)

@@ -22,6 +22,7 @@ from pdctl.bench.serve.sweep import build_spec
 from pdctl.bench.serve.targets import Deployment
 from pdctl.bench.serve.tool import find_tool, run_sweep
 from pdctl.errors import UserError
+from pdctl.liveness import Watchdog
 
 MAX_WAIT_S = 7 * 24 * 3600  # a week: longer is a typo (and overflows the timers)
 
@@ -162,17 +163,23 @@ def run_request(req: BenchRequest, progress: Progress | None = None) -> BenchRes
 
             def sweep(side: Deployment) -> list[PointMetrics]:
                 done: list[PointMetrics] = []
+                watchdog = Watchdog(side.run_dir, recheck_s=0)
 
                 def on_point(m: PointMetrics) -> None:
                     done.append(m)
                     say(ProgressUpdate(side.label, len(done), len(points), metrics=m))
+                    found = watchdog.dead() if m.errors else None
+                    if found is not None:  # the rest of the sweep would only fail against the dead process
+                        raise found.error(f"bench serve stopped at {side.label} point c={m.point.concurrency} "
+                                          f"isl={m.point.isl} osl={m.point.osl} ({m.errors} failed requests)")
 
                 say(ProgressUpdate(side.label, 0, len(points), f"{side.url}"))
                 return run_sweep(tool, side.url, points, spec, dataset, tokenizer, work / side.label,
                                  gpus=side.gpus, timeout_s=req.timeout, on_point=on_point)
 
             result = BenchResult(tool=tool.name, spec=spec, dataset=dataset.name, candidate=candidate,
-                                 points=sweep(candidate), gate_metrics=metrics, max_regression=max_regression)
+                                 points=sweep(candidate), gate_metrics=metrics, max_regression=max_regression,
+                                 predicted=candidate.topology.bench.predicted if candidate.topology else None)
             if control is not None:
                 result.control = control
                 result.control_points = sweep(control)

@@ -28,10 +28,25 @@ class Deployment:
     gpus: int | None
     source: str  # how it was given: the URL, run dir or topology file
     topology: Any | None = None  # the loaded Topology when known
+    run_dir: Path | None = None  # the launched run behind it (its processes are watched: pdctl.liveness)
+    unit: str = "GPU"  # what `gpus` counts: "GPU", or "CPU rank" for the CPU reference engine
 
     def document(self) -> dict[str, Any]:
-        return {"url": self.url, "gpus": self.gpus, "source": self.source,
+        return {"url": self.url, "gpus": self.gpus, "unit": self.unit, "source": self.source,
                 "topology": getattr(self.topology, "name", None)}
+
+    def devices(self) -> str:
+        """'8 GPUs', '3 CPU ranks', '? GPUs': what serves it, for titles."""
+        return f"{self.gpus or '?'} {self.unit}{'' if self.gpus == 1 else 's'}"
+
+
+def unit_of(topo: Any = None, url: str | None = None) -> str:
+    """What a deployment's `gpus` counts: CPU ranks for pdctl's CPU reference engine (every node `gpu: cpu`, or
+    a server whose /model_info says model_type pdctl-reference), else GPUs."""
+    if topo is not None:
+        return "CPU rank" if all(n.gpu == "cpu" for n in topo.nodes) else "GPU"
+    info = client.get_json(url, "/model_info", "/get_model_info") if url else None
+    return "CPU rank" if (info or {}).get("model_type") == REFERENCE_MODEL_TYPE else "GPU"
 
 
 def topology_gpus(topo: Any) -> int:
@@ -61,15 +76,17 @@ def from_url(label: str, url: str, gpus: int | None) -> Deployment:
     """A deployment given by URL (UserError when it does not answer)."""
     client.check_reachable(url, f"--{'url' if label == 'candidate' else 'control-url'}")
     url = url.rstrip("/")
-    return Deployment(label, url, gpus if gpus is not None else discovered_gpus(url), url)
+    return Deployment(label, url, gpus if gpus is not None else discovered_gpus(url), url, unit=unit_of(url=url))
 
 
 def from_run_dir(run_dir: str | None, gpus: int | None) -> Deployment:
     """The router of a `pdctl launch` run (the latest when RUN_DIR is None), with its launched topology."""
+    from pdctl.liveness import require_alive
     from pdctl.parity.endpoints import target_from_run_dir
     from pdctl.runs import resolve_run_dir
 
     path = resolve_run_dir(run_dir)
+    require_alive(path, "bench serve")  # a dead worker is named now, not as a sweep of failed requests
     target = target_from_run_dir(path)
     client.check_reachable(target.url, f"the router of run {path}")
     topo = None
@@ -79,7 +96,8 @@ def from_run_dir(run_dir: str | None, gpus: int | None) -> Deployment:
 
         topo = load_topology(copy)
     count = gpus if gpus is not None else (topology_gpus(topo) if topo is not None else discovered_gpus(target.url))
-    return Deployment("candidate", target.url, count, str(path), topo)
+    return Deployment("candidate", target.url, count, str(path), topo, run_dir=path,
+                      unit=unit_of(topo) if topo is not None else unit_of(url=target.url))
 
 
 def with_topology(side: Deployment, topology_file: str, gpus: int | None) -> Deployment:
@@ -89,7 +107,8 @@ def with_topology(side: Deployment, topology_file: str, gpus: int | None) -> Dep
     if not Path(topology_file).is_file():
         raise UserError(f"--topology {topology_file}: no such file")
     topo = load_topology(topology_file)
-    return Deployment(side.label, side.url, gpus if gpus is not None else topology_gpus(topo), side.source, topo)
+    return Deployment(side.label, side.url, gpus if gpus is not None else topology_gpus(topo), side.source, topo,
+                      run_dir=side.run_dir, unit=unit_of(topo))
 
 
 @contextlib.contextmanager
@@ -103,7 +122,7 @@ def launched_control(topology_file: str, *, timeout: float, gpus: int | None) ->
     topo = load_topology(topology_file)  # bad topology: exit 2 before anything is launched
     with launched_reference(topology_file, timeout=timeout) as target:
         yield Deployment("control", target.url, gpus if gpus is not None else topology_gpus(topo),
-                         topology_file, topo)
+                         topology_file, topo, unit=unit_of(topo))
 
 
 def tokenizer_for(url: str, explicit: str | None, work_dir: Path) -> str:

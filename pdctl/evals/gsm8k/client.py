@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from pdctl.clip import clip
 from pdctl.errors import UserError
 from pdctl.evals.gsm8k.prompt import STOP
 
@@ -127,8 +129,10 @@ def _retryable_status(status: int) -> bool:
     return status == 429 or status >= 500
 
 
-async def complete(client: httpx.AsyncClient, cfg: RequestConfig, prompt: str) -> Completion:
-    """Send PROMPT; retry transient failures up to cfg.retries times; raise RequestFailed when out of tries."""
+async def complete(client: httpx.AsyncClient, cfg: RequestConfig, prompt: str,
+                   give_up: Callable[[str], Awaitable[str | None]] | None = None) -> Completion:
+    """Send PROMPT; retry transient failures up to cfg.retries times; raise RequestFailed when out of tries.
+    GIVE_UP, asked after each transient failure, returns why retrying is pointless (a dead worker), or None."""
     url = cfg.url.rstrip("/") + API_PATHS[cfg.api]
     body = build_body(cfg, prompt)
     attempts = 0
@@ -144,7 +148,7 @@ async def complete(client: httpx.AsyncClient, cfg: RequestConfig, prompt: str) -
                 text, tokens, prompt_tokens, finish, reasoning = parse_response(cfg.api, resp.json())
                 return Completion(text, tokens, prompt_tokens, finish, attempts, time.monotonic() - start, reasoning)
             retryable = _retryable_status(resp.status_code)
-            last = f"HTTP {resp.status_code}: {resp.text[:200].strip()}"
+            last = f"HTTP {resp.status_code}: {clip(resp.text, 300)}"
         except httpx.TimeoutException:
             last = f"timed out after {cfg.timeout_s:g} s"
         except httpx.TransportError as exc:  # refused, reset, dropped mid-response
@@ -156,6 +160,9 @@ async def complete(client: httpx.AsyncClient, cfg: RequestConfig, prompt: str) -
         history.append(last)
         if not retryable or attempts > cfg.retries:
             raise RequestFailed(last, attempts, history)
+        why = await give_up(last) if give_up is not None else None
+        if why:
+            raise RequestFailed(f"{last} ({why})", attempts, history)
         delay = min(cfg.backoff_s * 2 ** (attempts - 1), 8.0)
         await asyncio.sleep(delay * (0.5 + random.random() / 2))
 
@@ -168,6 +175,29 @@ def check_reachable(url: str, timeout_s: float = 10.0) -> None:
         raise UserError(f"cannot reach {url}: {type(exc).__name__}: {exc}".rstrip(": ")) from exc
     except httpx.HTTPError:
         pass  # connected but slow or odd: the requests themselves will tell (and be retried)
+
+
+# What the CPU reference engine reports as its model_type (pdctl.reference.config.MODEL_TYPE): its checkpoints
+# are seeded random weights (`pdctl reference init-checkpoint`), never trained.
+REFERENCE_MODEL_TYPE = "pdctl-reference"
+RANDOM_WEIGHTS_NOTE = ("the deployment serves pdctl's CPU reference engine, whose checkpoints are seeded random "
+                       "weights (`pdctl reference init-checkpoint`): accuracy near 0 is expected there. This eval "
+                       "checks the serving path (every request answered, counts, latency), not the model; run it "
+                       "against a real model for accuracy")
+
+
+def serves_random_weights(url: str, timeout_s: float = 10.0) -> bool:
+    """Whether URL serves the reference engine's random weights: its /model_info, or (sglang-router 0.3.x
+    forwards only the older name) /get_model_info, says model_type pdctl-reference."""
+    for path in ("/model_info", "/get_model_info"):
+        try:
+            resp = httpx.get(url.rstrip("/") + path, timeout=timeout_s)
+            doc = resp.json() if resp.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            continue
+        if isinstance(doc, dict):
+            return doc.get("model_type") == REFERENCE_MODEL_TYPE
+    return False
 
 
 def discover_model(url: str, timeout_s: float = 10.0) -> str | None:

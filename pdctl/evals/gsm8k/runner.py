@@ -14,12 +14,14 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
 from pdctl.evals.gsm8k.client import Completion, RequestConfig, RequestFailed, complete
 from pdctl.evals.gsm8k.data import Item
 from pdctl.evals.gsm8k.results import ResultsWriter, make_record
+from pdctl.liveness import Liveness, Watchdog
 
 
 @dataclass
@@ -33,16 +35,18 @@ class Job:
 
 @dataclass
 class RunOutcome:
-    """What one run (this process) did: new records, wall time, and whether it was interrupted."""
+    """What one run (this process) did: new records, wall time, whether it was interrupted, and the
+    deployment's dead processes when that is why it stopped early (pdctl.liveness)."""
 
     records: list[dict] = field(default_factory=list)
     wall_s: float = 0.0
     interrupted: bool = False
+    dead: Liveness | None = None
 
 
-async def _ask(client: httpx.AsyncClient, cfg: RequestConfig, job: Job) -> dict:
+async def _ask(client: httpx.AsyncClient, cfg: RequestConfig, job: Job, give_up: Any = None) -> dict:
     try:
-        completion: Completion | None = await complete(client, cfg, job.prompt)
+        completion: Completion | None = await complete(client, cfg, job.prompt, give_up)
         error, attempts, history = None, completion.attempts, None
     except RequestFailed as exc:
         completion, error, attempts, history = None, exc.message, exc.attempts, exc.history
@@ -59,13 +63,27 @@ async def run_jobs(
     writer: ResultsWriter,
     on_record: Callable[[dict], None] | None = None,
     stop: asyncio.Event | None = None,
+    watchdog: Watchdog | None = None,
 ) -> RunOutcome:
     """Ask every job with PARALLEL in flight; write and report each record; return early when STOP is set.
 
     When run in the main thread, SIGINT sets STOP (a clean stop) instead of raising KeyboardInterrupt.
+    WATCHDOG (the run's processes, pdctl.liveness): asked when a request fails transiently; a dead process
+    stops the eval at once (outcome.dead) instead of retrying every question against it.
     """
     stop = stop or asyncio.Event()
     outcome = RunOutcome()
+
+    async def give_up(_failure: str) -> str | None:
+        if watchdog is None:
+            return None
+        found = await asyncio.to_thread(watchdog.dead)
+        if found is None:
+            return None
+        outcome.dead = found
+        stop.set()
+        return "stopped: " + found.summary()
+
     queue: asyncio.Queue[Job] = asyncio.Queue()
     for job in jobs:
         queue.put_nowait(job)
@@ -86,7 +104,7 @@ async def run_jobs(
                     job = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                record = await _ask(client, cfg, job)
+                record = await _ask(client, cfg, job, give_up)
                 writer.write(record)  # even if a stop came meanwhile: it is a finished answer
                 outcome.records.append(record)
                 if on_record is not None:
@@ -98,7 +116,7 @@ async def run_jobs(
         try:
             await asyncio.wait({all_done, stopper}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            if stop.is_set():
+            if stop.is_set() and outcome.dead is None:
                 outcome.interrupted = True
             for task in workers:
                 task.cancel()
@@ -110,6 +128,6 @@ async def run_jobs(
             if sigint_installed:
                 loop.remove_signal_handler(signal.SIGINT)
     outcome.wall_s = time.monotonic() - start
-    if not outcome.interrupted and len(outcome.records) < len(jobs):
+    if not outcome.interrupted and outcome.dead is None and len(outcome.records) < len(jobs):
         outcome.interrupted = True
     return outcome

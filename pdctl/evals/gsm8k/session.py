@@ -14,13 +14,21 @@ from typing import Any
 
 from pdctl import runs
 from pdctl.errors import UserError
-from pdctl.evals.gsm8k.client import API_PATHS, RequestConfig, check_reachable, discover_model
+from pdctl.evals.gsm8k.client import (
+    API_PATHS,
+    RANDOM_WEIGHTS_NOTE,
+    RequestConfig,
+    check_reachable,
+    discover_model,
+    serves_random_weights,
+)
 from pdctl.evals.gsm8k.data import EvalData, load_eval_data
 from pdctl.evals.gsm8k.defaults import eval_defaults
 from pdctl.evals.gsm8k.prompt import build_prompt, few_shot_prefix
 from pdctl.evals.gsm8k.results import ResultsWriter, request_key, resumable
 from pdctl.evals.gsm8k.runner import Job, RunOutcome, run_jobs
 from pdctl.evals.gsm8k.summary import summarize
+from pdctl.liveness import Watchdog, require_alive
 
 
 @dataclass
@@ -59,6 +67,8 @@ class PreparedEval:
     kept: list[dict] = field(default_factory=list)
     results: Path | None = None
     max_errors: int | None = 0
+    run_dir: Path | None = None  # the launched run evaluated (its processes are watched), None for a bare --url
+    notes: list[str] = field(default_factory=list)  # what the reader of the accuracy must know
 
     @property
     def num_questions(self) -> int:
@@ -98,6 +108,7 @@ def prepare(opts: EvalOptions) -> PreparedEval:
     if opts.api not in API_PATHS:
         raise UserError(f"--api must be one of {', '.join(API_PATHS)}, got {opts.api!r}")
     url, run_dir, state = _target(opts)
+    require_alive(run_dir, "eval gsm8k")  # a dead worker is named now, not after every question failed
     defaults, source = eval_defaults(opts.topology, run_dir, state)
     given = {"num_questions": opts.num_questions, "num_shots": opts.num_shots, "parallel": opts.parallel,
              "max_new_tokens": opts.max_new_tokens, "floor": opts.floor}
@@ -119,6 +130,7 @@ def prepare(opts: EvalOptions) -> PreparedEval:
             raise UserError(f"the router of run {run_dir} does not answer: {exc.message}; is the run up? "
                             "(`pdctl status`)") from exc
         raise
+    notes = [RANDOM_WEIGHTS_NOTE] if serves_random_weights(url) else []
     model = opts.model or (discover_model(url) if opts.api != "generate" else None)
     request = RequestConfig(url=url, api=opts.api, max_new_tokens=settings["max_new_tokens"], model=model,
                             timeout_s=opts.timeout_s, retries=opts.retries)
@@ -132,7 +144,7 @@ def prepare(opts: EvalOptions) -> PreparedEval:
         kept = resumable(results, {job.item.index: job.key for job in jobs})
     return PreparedEval(url=url, settings=settings, settings_source=source, data=data, request=request,
                         jobs=[j for j in jobs if j.item.index not in kept], kept=list(kept.values()),
-                        results=results, max_errors=opts.max_errors)
+                        results=results, max_errors=opts.max_errors, run_dir=run_dir, notes=notes)
 
 
 def execute(prep: PreparedEval,
@@ -140,7 +152,8 @@ def execute(prep: PreparedEval,
     """Run the remaining jobs; return (verdict document, this run's outcome, all records in question order)."""
     writer = ResultsWriter(prep.results, keep=prep.kept)
     try:
-        outcome = asyncio.run(run_jobs(prep.jobs, prep.request, prep.settings["parallel"], writer, on_record))
+        outcome = asyncio.run(run_jobs(prep.jobs, prep.request, prep.settings["parallel"], writer, on_record,
+                                       watchdog=Watchdog(prep.run_dir)))
     finally:
         writer.close()
     order = {item.index: i for i, item in enumerate(prep.data.questions)}
@@ -152,8 +165,12 @@ def execute(prep: PreparedEval,
         max_errors=prep.max_errors,
         wall_s=outcome.wall_s,
         new_completion_tokens=sum(int(r.get("completion_tokens") or 0) for r in outcome.records),
-        interrupted=outcome.interrupted,
+        interrupted=outcome.interrupted or outcome.dead is not None,
     )
+    if outcome.dead is not None:
+        summary["ok"] = False
+        summary["reasons"].insert(0, "stopped early: " + outcome.dead.summary())
+        summary["dead"] = [d.describe() for d in outcome.dead.dead]
     summary.update(
         url=prep.url,
         api=prep.request.api,
@@ -166,5 +183,6 @@ def execute(prep: PreparedEval,
         shots=prep.data.shots_source,
         settings_from=prep.settings_source,
         results=str(prep.results) if prep.results else None,
+        notes=list(prep.notes),
     )
     return summary, outcome, records

@@ -22,7 +22,8 @@ def _run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[st
 def submit(script: Path) -> str:
     """`sbatch --parsable SCRIPT` -> the job id."""
     if shutil.which("sbatch") is None:
-        raise UserError("--submit needs Slurm's sbatch on PATH (not found); the script is at " + str(script))
+        raise UserError("a Slurm launch submits its job with sbatch, which is not on PATH; the script is at "
+                        f"{script} (`pdctl launch --dry-run` prints it without submitting)")
     done = _run(["sbatch", "--parsable", str(script)])
     if done.returncode != 0:
         raise CheckFailed(f"sbatch {script} failed (exit {done.returncode})", detail=done.stderr.strip())

@@ -11,7 +11,6 @@ tail of the job's output.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,7 @@ from pdctl.errors import CheckFailed, UserError
 from pdctl.launch.health import router_ready
 from pdctl.launch.slurm import jobs
 from pdctl.launch.slurm.script import SCRIPT_NAME, render_sbatch
-from pdctl.launch.state import TOPOLOGY_COPY, current_state, make_run_dir
+from pdctl.launch.state import current_state, write_topology_copy
 from pdctl.launch.supervisor import Launch, Progress, _quiet
 from pdctl.runs import remember_latest
 
@@ -38,10 +37,7 @@ def write_script(topo: Topology, run_dir: Path, *, timeout: float, skip_compat: 
     """<run_dir>/launch.sbatch, and the copy of the topology it launches (<run_dir>/topology.yaml)."""
     if topo.source_path is None:
         raise UserError("a Slurm job launches its topology from a file: load the topology from one")
-    make_run_dir(run_dir)
-    copy = run_dir / TOPOLOGY_COPY
-    if topo.source_path.resolve() != copy.resolve():
-        shutil.copyfile(topo.source_path, copy)
+    write_topology_copy(topo, run_dir)
     script = run_dir / SCRIPT_NAME
     script.write_text(render_sbatch(topo, run_dir, timeout=timeout, skip_compat=skip_compat,
                                     skip_preflight=skip_preflight), encoding="utf-8")
@@ -93,7 +89,7 @@ def submit_topology(
     with WAIT, follow it until its deployment is ready (SAY gets each line the job prints) and return the
     state document; on any failure the job is cancelled and CheckFailed carries its output's tail."""
     progress = progress or _quiet
-    launch = Launch.begin(plan, run_dir, progress, topo.source_path)
+    launch = Launch.begin(plan, run_dir, progress, topo)
     script = write_script(topo, run_dir, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)
     job_id = jobs.submit(script)
     launch.state.doc.update({"executor": "slurm", "job_id": job_id, "job_owned": True, "script": str(script)})
@@ -128,8 +124,11 @@ def _follow(job_id: str, run_dir: Path, timeout: float, output: JobOutput, progr
         if status in ("failed", "stopped") and doc.get("job_id") == job_id:
             raise CheckFailed(f"the launch in slurm job {job_id} {status}", detail=output.tail())
         if not jobs.is_active(state):
+            unseen = "" if output.path.exists() else (
+                "\nits output never appeared here: the run dir is likely not on a filesystem the job's nodes "
+                "share with this machine (pass --run-dir on a shared filesystem)")
             raise CheckFailed(f"slurm job {job_id} ended ({state or 'gone'}) before its deployment was ready",
-                              detail=output.tail())
+                              detail=output.tail() + unseen)
         if state == "PENDING":
             progress(name, "waiting", f"queued: {jobs.job_reason(job_id) or 'pending'}")
         else:
@@ -157,6 +156,29 @@ def _follow(job_id: str, run_dir: Path, timeout: float, output: JobOutput, progr
     return current_state(run_dir)
 
 
+def prepare_containers(topo: Topology, *, timeout: float) -> None:
+    """With engine.container: create the deployment's named pyxis container on every node first, one step per
+    node (nodes in parallel), so that the image is imported once per node before any server starts, instead
+    of by several steps of one node racing to create it. CheckFailed names a node where it fails."""
+    if topo.engine.container is None:
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pdctl.launch.executors import node_executor
+
+    nodes = list({n.target: n for n in topo.nodes}.values())
+
+    def create(node: Any) -> tuple[str, Any]:
+        return node.name, node_executor(node, slurm=True, topo=topo).run(["true"], timeout=timeout)
+
+    with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+        for name, done in pool.map(create, nodes):
+            if done.returncode != 0:
+                why = "no answer within the timeout" if done.returncode is None else f"exit {done.returncode}"
+                raise CheckFailed(f"could not create the container {topo.engine.container.image} on node {name} "
+                                  f"({why})", detail=(done.stderr or done.stdout).strip()[-2000:])
+
+
 def launch_in_allocation(topo: Topology, run_dir: Path | None = None, **launch: Any) -> dict[str, Any]:
     """`pdctl launch --in-allocation`: bind TOPO's nodes to the allocation this process runs in, then launch as
     any launch does, with srun steps (LAUNCH: launch_topology's options)."""
@@ -168,6 +190,7 @@ def launch_in_allocation(topo: Topology, run_dir: Path | None = None, **launch: 
 
     job_id = require_allocation()
     bound = bind_allocation(topo)
+    prepare_containers(bound, timeout=float(launch.get("timeout", 600)))
     state = {"executor": "slurm", "job_id": job_id, "job_owned": os.environ.get(OWN_JOB_ENV) == "1",
              "nodes": {n.name: {"host": n.host, "advertise": n.address} for n in bound.nodes}}
     return launch_topology(bound, run_dir, slurm=True, state=state, **launch)

@@ -30,15 +30,18 @@ def run(ctx: Context) -> list[NodeCheck]:
                                      expected=where, fix="download the model on this node (or share the cache) "
                                      "before launching: SGLang would try to download it at start")))
             continue
+        reference = ctx.topo.engine.kind == "reference"
+        create = f"create it on that node: `pdctl reference init-checkpoint {facts.get('path')}` (the reference " \
+                 "engine's seeded checkpoint; the same seed writes the same weights everywhere)"
         if not facts.get("exists"):
             out.append((name, failed("model.path", f"model directory {facts['path']} does not exist on this node",
-                                     expected=facts["path"], fix="copy the model to the same path on every node "
-                                     "that runs a server, or use a shared filesystem")))
+                                     expected=facts["path"], fix=create if reference else "copy the model to the "
+                                     "same path on every node that runs a server, or use a shared filesystem")))
             continue
         if "config" not in facts:
             why = facts.get("config_error") or "no config.json"
-            out.append((name, failed("model.config", f"{facts['path']}: {why}", fix="a model directory needs the "
-                                     "model's config.json")))
+            out.append((name, failed("model.config", f"{facts['path']}: {why}", fix=create if reference else
+                                     "a model directory needs the model's config.json")))
             continue
         hashes[name] = facts.get("config_sha256", "")
         out.append((name, _compare(ctx, facts)))

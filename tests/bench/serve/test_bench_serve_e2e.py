@@ -19,8 +19,12 @@ from tests.support.slow_proxy import SlowProxy
 
 pytestmark = pytest.mark.e2e
 
-# The sweep comes from the launched topology's bench: section (2 concurrencies x 2 input lengths).
-BENCH = {"serve": {"concurrency": [1, 2], "isl": [16, 40], "osl": [6], "num_prompts": 4, "warmup": 1, "seed": 3}}
+# The sweep comes from the launched topology's bench: section (2 concurrencies x 2 input lengths), and a
+# prediction (as `pdctl suggest --out` writes one) of one of its points, which the run compares with.
+PREDICTED = {"source": "test prediction", "concurrency": 2, "isl": 40, "osl": 6, "ttft_ms": 50.0, "itl_ms": 20.0,
+             "output_tok_s": 100.0, "targets": {"ttft_ms": 600000.0, "itl_ms": 600000.0}}
+BENCH = {"serve": {"concurrency": [1, 2], "isl": [16, 40], "osl": [6], "num_prompts": 4, "warmup": 1, "seed": 3},
+         "predicted": PREDICTED}
 PD_GPUS = 3  # prefill TP2 + decode TP1
 
 
@@ -83,6 +87,15 @@ def test_sweep_against_a_launched_colocated_control(pd_run: dict, chromium: Chro
         assert p["ratio"]["output_tok_s"] == pytest.approx(p["output_tok_s"] / p["control"]["output_tok_s"])
         assert p["ratio"]["output_tok_s_per_gpu"] == pytest.approx(p["ratio"]["output_tok_s"] / PD_GPUS)
     assert doc["gate"]["max_regression"] is None and doc["gate"]["failures"] == []
+    # the topology's prediction next to the measurement of its point (2, 40, 6)
+    point = next(p for p in doc["points"] if (p["concurrency"], p["isl"], p["osl"]) == (2, 40, 6))
+    prediction = doc["prediction"]
+    assert prediction["point"] == {"concurrency": 2, "isl": 40, "osl": 6}
+    assert prediction["measured"] == {"ttft_ms": point["ttft_ms"]["p50"], "itl_ms": point["itl_ms"]["p50"],
+                                      "output_tok_s": point["output_tok_s"]}
+    assert prediction["ratio"]["output_tok_s"] == pytest.approx(point["output_tok_s"] / 100.0)
+    assert prediction["targets_met"] == {"ttft_ms": True, "itl_ms": True}
+    assert "predicted vs measured" in done.stdout
     # the launched control is gone again, and the table was shown
     with pytest.raises(requests.RequestException):
         requests.get(doc["control"]["url"] + "/health", timeout=2)
@@ -107,6 +120,7 @@ def test_gate_fails_a_slowed_candidate(pd_run: dict) -> None:
     assert point["ttft_ms"]["p50"] >= 400 > point["control"]["ttft_ms"]["p50"]  # the proxy's delay is in there
     metrics = {f["metric"] for f in doc["gate"]["failures"]}
     assert metrics == {"ttft_ms.p50", "e2e_ms.p50"}, doc["gate"]
+    assert doc["prediction"] is None  # --url without --topology: no prediction to compare with
     assert all(f["regression_pct"] > 5 for f in doc["gate"]["failures"])
     assert "gate:" in done.stdout and "BENCH FAILED" in done.stdout
 

@@ -52,3 +52,46 @@ def test_bench_transfer_is_also_bench_transfer_subcommand() -> None:
         done = subprocess.run([sys.executable, "-m", "pdctl", *argv], capture_output=True, text=True, timeout=60,
                               check=False)
         assert done.returncode == 0 and "Move one request's KV" in done.stdout, done.stderr
+
+
+def test_bench_transfer_subcommand_is_a_deprecated_alias() -> None:
+    """One command, two spellings (issue 20): `bench-transfer` is it; `bench transfer` says so when used."""
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pdctl", *argv], capture_output=True, text=True, timeout=60,
+                              check=False)
+
+    alias = run("bench", "transfer", "no-such.yaml")
+    assert alias.returncode == 2 and "no-such.yaml: no such topology file" in alias.stderr
+    assert "deprecated. use `pdctl bench-transfer` (the same command)" in " ".join(alias.stderr.split())
+    command = run("bench-transfer", "no-such.yaml")
+    assert command.returncode == 2 and "deprecated" not in command.stderr
+    listing = " ".join(run("bench", "--help").stdout.split())
+    assert "transfer Alias of `pdctl bench-transfer`. (DEPRECATED" in listing
+
+
+def test_without_sglangs_benchmark_it_says_how_to_get_it(tmp_path) -> None:
+    """The README tour ran `bench serve` on a checkout without SGLang's side venv: a TypeError traceback (exit
+    1) instead of the message and its fix (issue 20)."""
+    import http.server
+    import threading
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        done = _pdctl("--url", f"http://127.0.0.1:{server.server_address[1]}", "--gpus", "1",
+                      "--tool-python", str(tmp_path / "no-python"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert_bad_input(done, r"SGLang's serving benchmark was not found: .*no-python \(missing\)")
+    assert "make sglang-env" in done.stderr

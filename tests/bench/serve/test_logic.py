@@ -164,3 +164,35 @@ def test_pareto_front() -> None:
 
     pts = [(10.0, 5.0), (20.0, 4.0), (30.0, 9.0), (25.0, 9.5), (5.0, 1.0), (float("nan"), 3.0)]
     assert pareto(pts) == [(5.0, 1.0), (10.0, 5.0), (25.0, 9.5)]
+
+
+def test_cpu_ranks_are_not_called_gpus_and_no_ratio_without_a_control() -> None:
+    """Issue 20: bench serve on the CPU reference engine said "(3 GPUs)", and the report explained a ratio
+    that a run without control does not have."""
+    from rich.console import Console
+
+    from pdctl.bench.serve.report import render_html
+    from pdctl.bench.serve.results import BenchResult
+    from pdctl.bench.serve.targets import Deployment, unit_of
+    from pdctl.cli.bench_serve import render
+    from tests.support.topo_factory import make
+
+    cpu, _ = make(nodes=[{"name": "p0", "host": "127.0.0.1", "gpu": "cpu", "gpus": 4}],
+                  prefill={"nodes": ["p0"]}, decode={"nodes": ["p0"], "tp": 1})
+    assert unit_of(cpu) == "CPU rank" and unit_of(make()[0]) == "GPU"
+    point = Point(0, 2, 16, 8, 8)
+    spec = build_spec(None, concurrency=(2,), isl=(16,), osl=(8,))
+    result = BenchResult(tool="t", spec=spec, dataset="random", points=[_metrics(point)],
+                         candidate=Deployment("candidate", "http://c", 3, "http://c", unit="CPU rank"))
+    out = Console(record=True, width=200)
+    render(result, out)
+    text = out.export_text()
+    assert "(3 CPU ranks)" in text and "GPU" not in text and "tok/s/rank" in text and "ratio" not in text
+    page = render_html(result)
+    assert "ratio = " not in page and "3 CPU ranks" in page and "GPUs" not in page and "tok/s/rank" in page
+    with_control = BenchResult(tool="t", spec=spec, dataset="random", points=[_metrics(point)],
+                               candidate=Deployment("candidate", "http://c", 8, "http://c"),
+                               control=Deployment("control", "http://k", 1, "http://k"),
+                               control_points=[_metrics(point)])
+    page = render_html(with_control)
+    assert "ratio = candidate / control" in page and "(8 GPUs)" in page and "(1 GPU)" in page

@@ -33,8 +33,9 @@ def test_a_step_inside_the_allocation_word_by_word() -> None:
         "srun", "--nodes=1", "--ntasks=1", "--nodelist=<p0>", "--job-name=pdctl-variant-prefill-0", "--quiet",
         "--overlap",
         "--cpu-bind=none", "--mpi=pmix",
-        "--container-image=nvcr.io#nvidia/sglang:25.10-py3", "--no-container-entrypoint",
-        "--no-container-mount-home",
+        "--container-image=nvcr.io#nvidia/sglang:25.10-py3",
+        "--container-name=pdctl-variant",  # one container per node, imported once, reused by every step
+        "--no-container-entrypoint", "--no-container-mount-home",
         "env", "NCCL_DEBUG=INFO",
         "bash", "-c", 'set -e\nmodule load cuda/12.8\nsource /opt/venv/bin/activate\nexec "$@"', STEP_SCRIPT_NAME,
     ]
