@@ -69,7 +69,10 @@ class EngineConfig(Section):
         None, description='SGLang version, e.g. "0.5.23" (quote it); gates version-dependent compat rules.'
     )
     python: str = Field("python3", description="Interpreter used on the nodes to start servers and router.")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for every process.")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra environment for every process (prefill.env / decode.env / router.env add to it).",
+    )
     container: ContainerConfig | None = Field(
         None, description="Run the engine in a container: docker on local/ssh nodes, pyxis/enroot on Slurm."
     )
@@ -245,6 +248,15 @@ class PlacedSpec(ServerConfig):
     dp: int = Field(1, ge=1, description="Data parallel size (--dp-size).")
     enable_dp_attention: bool = Field(False, description="-> --enable-dp-attention (attention TP = tp / dp).")
     port: int = Field(30000, ge=1, le=65535, description="HTTP port of replica 0 (replica i: port + i).")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment of this role's processes only, merged over engine.env (a variable here wins).",
+    )
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_scalars(cls, value: Any) -> Any:
+        return env_mapping(value)
 
 
 class RoleSpec(PlacedSpec):
@@ -290,6 +302,14 @@ class RouterConfig(Section):
     )
     policy: str | None = Field(None, description="Routing policy passed to sglang_router (--policy).")
     args: dict[str, ArgValue] = Field(default_factory=dict, description="Other sglang_router flags.")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Environment of the router only, merged over engine.env (wins)."
+    )
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_scalars(cls, value: Any) -> Any:
+        return env_mapping(value)
 
     @field_validator("args", mode="before")
     @classmethod
@@ -324,6 +344,16 @@ class EvalConfig(Section):
 Mode = Literal["pd", "colocated"]
 # The sections each mode requires; the other mode's sections are errors (checked in loader.py, with positions).
 MODE_SECTIONS: dict[str, tuple[str, ...]] = {"pd": ("prefill", "decode"), "colocated": ("colocated",)}
+
+
+class SweepSpec(Section):
+    """`sweep:` as the schema shows it; pdctl.topology.sweep reads it (with located messages) and builds the
+    variants, each validated as a topology of its own."""
+
+    params: dict[str, list[Any]] = Field(
+        ..., description="Dotted keys as --set spells them (prefill.tp, server.mem_fraction_static) -> values."
+    )
+    zip: bool = Field(False, description="true: pair the lists in order; false: every combination.")
 
 
 class TopologyFile(Section):
@@ -363,4 +393,9 @@ class TopologyFile(Section):
     bench: BenchConfig = Field(default_factory=BenchConfig, description="Defaults for `pdctl bench serve`.")
     slurm: SlurmConfig | None = Field(
         None, description="Launch through Slurm (sbatch, or srun steps with --in-allocation): what the job asks for."
+    )
+    sweep: SweepSpec | None = Field(
+        None,
+        description="Variants of this topology: {params: {dotted.key: [values, ...]}, zip: false}; every "
+        "combination (zip: true pairs the lists). check-compat judges each; launch runs each (pdctl.topology.sweep).",
     )
