@@ -56,8 +56,12 @@ test: install sglang-env sglang-overlays
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not e2e"
 
+# ruff; import-linter's layer contracts ([tool.importlinter] in pyproject.toml); vulture's dead code.
+# tests/test_layers.py runs the last two in `make test` too, so CI enforces them.
 lint: install
 	$(BIN)/ruff check pdctl tests benchmarks
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/vulture
 
 demo: install
 	bash scripts/demo.sh

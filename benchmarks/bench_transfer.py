@@ -21,7 +21,7 @@ def main() -> int:
     """Both backends; returns 1 when bytes differ or the NIXL packed path misses its target."""
     from pdctl.bench.transfer.run import config_from_topology, heads_note, run_bench
     from pdctl.cli.bench import render_result
-    from pdctl.cli.render import console
+    from pdctl.cli.console import console
     from pdctl.topology import load_topology
 
     # Mooncake logs every engine start at INFO through glog (inherited by the bench's peer processes): keep

@@ -9,6 +9,7 @@ pandas, for `pdctl suggest`).
 from __future__ import annotations
 
 from pdctl.errors import UserError
+from pdctl.transfer.registry import BACKENDS
 
 # top-level module -> extra that installs it
 MODULE_EXTRAS: dict[str, str] = {
@@ -18,14 +19,13 @@ MODULE_EXTRAS: dict[str, str] = {
     "fastapi": "engine",
     "starlette": "engine",
     "uvicorn": "engine",
-    "nixl": "engine",
-    "nixl_cu12": "engine",
-    "mooncake": "engine",
     "sglang_router": "engine",
     "datasets": "eval",
     "matplotlib": "eval",
     "aiconfigurator": "suggest",
     "pandas": "suggest",
+    # the transfer backends' libraries (pdctl.transfer.registry)
+    **{module: b.extra for b in BACKENDS.values() for module in (*b.native_modules, b.name)},
 }
 
 # pdctl's own processes (`python -m MODULE`) -> the third-party modules they import

@@ -6,6 +6,9 @@ router's circuit breaker ("No available prefill workers") about the wrong role.
 Why the processes and not the router: the router keeps listing a killed worker as healthy until its own
 health checks catch up, and its errors name whichever side it failed to pick. The run's state.json says
 what was started; each record's executor (local, ssh, srun) says whether that process still runs.
+
+It sits just under the deployment-target resolver (pdctl.target.resolve asks it for a run dir's target) and
+above the executors and run records it reads; `pdctl runs` asks it too (pdctl.launch.runlist).
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from pdctl.errors import CheckFailed
+from pdctl.executors import executor_for
+from pdctl.runs import read_state
+from pdctl.runs.state import all_records
 
 LOG_TAIL_LINES = 20
 RECHECK_S = 2.0  # during a run: at most one look at the processes per this many seconds
@@ -67,10 +73,6 @@ class Liveness:
 
 def check_run(run_dir: str | Path) -> Liveness:
     """Look at every started process of the run in RUN_DIR (workers and router) through its executor."""
-    from pdctl.launch.executors import executor_for
-    from pdctl.launch.state import all_records
-    from pdctl.runs import read_state
-
     path = Path(run_dir)
     state = read_state(path)
     verdict = Liveness(path.resolve())
@@ -90,8 +92,6 @@ def check_run(run_dir: str | Path) -> Liveness:
 
 
 def _tail(record: dict[str, Any]) -> str:
-    from pdctl.launch.executors import executor_for
-
     try:
         return executor_for(record).read_log(record, LOG_TAIL_LINES) or ""
     except Exception as exc:  # noqa: BLE001 -- a log we cannot read must not hide who died

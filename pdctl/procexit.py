@@ -27,8 +27,10 @@ import traceback
 from collections.abc import Callable
 from typing import NoReturn
 
-# Modules whose native destructors may crash or hang at interpreter exit.
-NATIVE_TRANSFER_MODULES = ("nixl_cu12", "nixl", "mooncake")
+from pdctl.transfer.registry import NATIVE_MODULES
+
+# Modules whose native destructors may crash or hang at interpreter exit: the transfer backends' libraries.
+NATIVE_TRANSFER_MODULES = NATIVE_MODULES
 
 
 def exit_code(code: object) -> int:

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from pdctl.procexit import exit_process, native_transfer_loaded
+
 _session: Any = None
 
 
@@ -26,8 +28,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    from pdctl.procexit import exit_process, native_transfer_loaded
-
     if _session is None or not native_transfer_loaded():
         return
     exit_process(int(_session.exitstatus))

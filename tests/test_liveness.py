@@ -107,18 +107,10 @@ def test_a_new_command_against_a_dead_deployment_refuses_up_front(deployment: di
     assert "Traceback" not in done.stderr
 
 
-def test_clip_never_cuts_a_word() -> None:
-    from pdctl.clip import clip
-
-    text = "HTTP 503: No available servers: No available prefill workers (all circuits open or unhealthy)"
-    assert clip(text, 60) == "HTTP 503: No available servers: No available prefill …"
-    assert clip(text, 500) == text and len(clip("x" * 90, 40)) == 40
-
-
 def test_a_run_whose_process_exited_is_named_dead(tmp_path: Path) -> None:
     """The check itself, on a run dir whose decode process (a real one) has exited and whose prefill runs."""
     from pdctl.errors import CheckFailed
-    from pdctl.launch.executors.local import proc_stat
+    from pdctl.executors.local import proc_stat
     from pdctl.liveness import Watchdog, check_run, require_alive
 
     run_dir = tmp_path / "run"

@@ -1,1 +1,1 @@
-"""Command-line layer: modules here parse options and render results; the work lives elsewhere."""
+"""Command-line layer: modules here parse options and print results; the work lives elsewhere."""

@@ -1,4 +1,4 @@
-"""`pdctl bench-transfer TOPOLOGY`: one request's KV moved between real ranks (options and rendering only).
+"""`pdctl bench-transfer TOPOLOGY`: one request's KV moved between real ranks (options and printing only).
 
 The work lives in pdctl.bench.transfer.run (imported when the command runs: it needs numpy and the backends).
 """
@@ -9,12 +9,13 @@ from typing import Any
 
 import click
 
+from pdctl.cli.console import console, err_console, write_json
 from pdctl.cli.options import json_option, set_option
-from pdctl.cli.render import console, err_console, write_json
 from pdctl.errors import CheckFailed
+from pdctl.transfer.registry import NAMES
 
 
-def render_result(doc: dict[str, Any], note: str, out: Any) -> None:
+def print_result(doc: dict[str, Any], note: str, out: Any) -> None:
     """The human view of a bench-transfer document (also used by benchmarks/bench_transfer.py)."""
     from rich.table import Table
 
@@ -46,7 +47,7 @@ def render_result(doc: dict[str, Any], note: str, out: Any) -> None:
 @click.argument("topology", type=click.Path(dir_okay=False))
 @click.option(
     "--backend",
-    type=click.Choice(["nixl", "mooncake"]),
+    type=click.Choice(list(NAMES)),
     default=None,
     help="Transfer backend (default: the topology's transfer.backend).",
 )
@@ -75,6 +76,7 @@ def bench_transfer(
     equal) and a packed one (one descriptor per page run, gather/scatter through staging). Every byte is
     verified; throughput is reported against a plain memcpy of the same bytes measured in the same run.
     """
+    # the bench loads numpy (the engine extra): its --help and bad input must work on a CLI-only install
     from pdctl.bench.transfer.run import config_from_topology, heads_note, run_bench
     from pdctl.topology import load_topology
 
@@ -82,7 +84,7 @@ def bench_transfer(
     out = err_console if json_path == "-" else console
     with out.status(f"moving {tokens} tokens of KV over {cfg.backend} ..."):
         doc = run_bench(cfg)
-    render_result(doc, heads_note(cfg), out)
+    print_result(doc, heads_note(cfg), out)
     write_json(json_path, doc)
     if not doc["ok"]:
         raise CheckFailed("KV bytes on the decode side differ from the prefill's: the transfer is wrong")

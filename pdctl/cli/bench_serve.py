@@ -1,4 +1,4 @@
-"""`pdctl bench serve` (and `pdctl bench transfer`, a deprecated alias of `bench-transfer`): options and rendering.
+"""`pdctl bench serve` (and `pdctl bench transfer`, a deprecated alias of `bench-transfer`): options and printing.
 
 The work lives in pdctl.bench.serve (session -> tool -> metrics/compare -> results -> report).
 """
@@ -64,7 +64,7 @@ COLUMNS = (("req/s", "request_throughput"), ("out tok/s", "output_tok_s"), ("TTF
            ("ITL p99", "itl_ms.p99"), ("E2E p50", "e2e_ms.p50"), ("E2E p99", "e2e_ms.p99"))
 
 
-def render(result, out) -> None:
+def print_result(result, out) -> None:
     """The per-point table (candidate, control, ratio rows), problems, gate failures and the verdict."""
     from rich.table import Table
 
@@ -192,7 +192,7 @@ def serve(json_path: str | None, report_path: str | None, concurrency: str | Non
         require("matplotlib", what="bench serve --report")
     req = BenchRequest(concurrency=parse_int_list(concurrency, "--concurrency"), isl=parse_int_list(isl, "--isl"),
                        osl=parse_int_list(osl, "--osl"), **options)
-    result = run_live(LiveProgress, lambda progress: run_request(req, progress=progress), render=render,
+    result = run_live(LiveProgress, lambda progress: run_request(req, progress=progress), show=print_result,
                       json_path=json_path, report_path=report_path, write_report=_write_report)
     if not result.ok:
         why = []

@@ -1,4 +1,4 @@
-"""`pdctl check-compat`, `pdctl plan`, `pdctl schema`: option parsing and rendering only.
+"""`pdctl check-compat`, `pdctl plan`, `pdctl schema`: option parsing and printing only.
 
 The verdicts come from pdctl.compat, the numbers from pdctl.plan; this module turns them into rich tables
 (stderr when `--json -` owns stdout) and exit codes (0 compatible, 1 incompatible, 2 bad input).
@@ -14,10 +14,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from pdctl.cli.console import console, err_console, write_json
 from pdctl.cli.options import json_option, set_option
-from pdctl.cli.render import console, err_console, write_json
+from pdctl.compat import compat_report
+from pdctl.compat.evaluate import plan_report
 from pdctl.compat.findings import NOT_APPLICABLE, compact_line, verdict
-from pdctl.errors import CheckFailed
+from pdctl.errors import CheckFailed, UserError
+from pdctl.models import resolve_model_spec
+from pdctl.render.deployment import render
+from pdctl.topology import load_topology
+from pdctl.topology.schema import topology_json_schema
 
 _VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "warn": "yellow", "note": "cyan", "n/a": "dim"}
 
@@ -31,12 +37,11 @@ def _human(n: float) -> str:
     return f"{n} B"
 
 
-def _load(path: str, overrides: tuple[str, ...] = ()) -> tuple[Any, Any]:
-    from pdctl.models import resolve_model_spec
-    from pdctl.topology import load_topology
-
+def _load(path: str, overrides: tuple[str, ...] = ()) -> tuple[Any, Any, Any]:
+    """The topology at PATH (with --set OVERRIDES), its model spec, and its deployment rendered once (what
+    check-compat judges)."""
     topo = load_topology(path, overrides)
-    return topo, resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
+    return topo, resolve_model_spec(topo.model, engine_kind=topo.engine.kind), render(topo)
 
 
 def _failed(report: dict[str, Any]) -> list[str]:
@@ -47,7 +52,7 @@ def _out(json_path: str | None) -> Console:
     return err_console if json_path == "-" else console
 
 
-def _render_model(out: Console, model: dict[str, Any], attn_tp: dict[str, dict[str, Any]]) -> None:
+def _print_model(out: Console, model: dict[str, Any], attn_tp: dict[str, dict[str, Any]]) -> None:
     kv = "MLA latent " + f"{model['kv_lora_rank']}+{model['qk_rope_head_dim']}" if model["mla"] else (
         f"{model['num_kv_heads']} KV heads x head_dim {model['head_dim']}")
     swa = (f"{len(model['swa_layers'])} sliding (window {model['sliding_window']}) + "
@@ -69,7 +74,7 @@ def _engine_words(info: dict[str, Any]) -> str:
     return f"SGLang {info['version']}" + (" (assumed)" if info["source"] == "assumed" else "")
 
 
-def _render_version(out: Console, info: dict[str, Any]) -> None:
+def _print_version(out: Console, info: dict[str, Any]) -> None:
     """Which SGLang version judged the commands, and why: pinned, asked from the nodes, or assumed."""
     if info["engine"] != "sglang":
         return
@@ -80,10 +85,10 @@ def _render_version(out: Console, info: dict[str, Any]) -> None:
         out.print(f"  [yellow]note:[/] {info['note']}", highlight=False)
 
 
-def _render_findings(out: Console, findings: list[dict[str, Any]], engine: str) -> None:
+def _print_findings(out: Console, findings: list[dict[str, Any]], engine: str) -> None:
     """Every rule, one row each: rule ids and verdicts never wrap (a name split mid-word cannot be searched
     for); only the message wraps, at word boundaries. The fixes of what failed follow the table
-    (_render_actions), so the table has no fix column to squeeze it."""
+    (_print_actions), so the table has no fix column to squeeze it."""
     table = Table(title=f"compatibility rules ({engine})", show_lines=False, expand=False)
     table.add_column("rule", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
@@ -97,7 +102,7 @@ def _render_findings(out: Console, findings: list[dict[str, Any]], engine: str) 
     out.print(table)
 
 
-def _render_actions(out: Console, findings: list[dict[str, Any]]) -> None:
+def _print_actions(out: Console, findings: list[dict[str, Any]]) -> None:
     """What to act on, last: every fired warning and note in the compact 'rule (stage): message (fix)' form
     (the errors end the output as the error's detail, in the same form)."""
     for f in findings:
@@ -107,7 +112,7 @@ def _render_actions(out: Console, findings: list[dict[str, Any]]) -> None:
                       soft_wrap=True)
 
 
-def _render_heads(out: Console, heads: list[dict[str, Any]], mla: bool) -> None:
+def _print_heads(out: Console, heads: list[dict[str, Any]], mla: bool) -> None:
     if not heads:
         return
     title = "head ownership (MLA: one latent, replicated)" if mla else "KV head ownership per decode rank"
@@ -128,7 +133,7 @@ def _render_heads(out: Console, heads: list[dict[str, Any]], mla: bool) -> None:
     out.print(table)
 
 
-def _render_transfer(out: Console, plan: dict[str, Any] | None) -> None:
+def _print_transfer(out: Console, plan: dict[str, Any] | None) -> None:
     if not plan:
         return
     path = {"page": "whole pages (equal TP), contiguous runs merged",
@@ -174,23 +179,21 @@ def check_compat(topology: str, json_path: str | None, tokens: int, failures_onl
     The output ends with what to act on: each failed rule as 'rule (SGLang fails at: stage): message (fix: ...)'.
     A colocated (non-PD) topology is checked against the rules about single servers only.
     """
-    from pdctl.compat import compat_report
-
-    topo, spec = _load(topology, overrides)
-    report = compat_report(topo, spec, tokens)
+    topo, spec, deployment = _load(topology, overrides)
+    report = compat_report(deployment, spec, tokens)
     out = _out(json_path)
     failed = _failed(report)
     if not failures_only:
-        _render_version(out, report["sglang"])
-        _render_model(out, report["model"], report["attn_tp"])
-        _render_findings(out, report["findings"], _engine_words(report["sglang"]))
+        _print_version(out, report["sglang"])
+        _print_model(out, report["model"], report["attn_tp"])
+        _print_findings(out, report["findings"], _engine_words(report["sglang"]))
         if failed:  # a plan of something SGLang will not run would only be read by mistake
             out.print("[dim]no head map or transfer plan: the topology is incompatible "
                       "(`pdctl plan --force` shows them anyway)[/]", highlight=False)
         else:
-            _render_heads(out, report["heads"], spec.mla)
-            _render_transfer(out, report["transfer"])
-    _render_actions(out, report["findings"])
+            _print_heads(out, report["heads"], spec.mla)
+            _print_transfer(out, report["transfer"])
+    _print_actions(out, report["findings"])
     write_json(json_path, report)
     if failed:
         errors = [f for f in report["findings"] if f["severity"] == "error" and not f["ok"]]
@@ -219,22 +222,19 @@ def plan(topology: str, tokens: int, prefix_len: int, force: bool, json_path: st
 
     A topology check-compat rejects gets the findings and exit 1, not a plan of something that cannot run
     (with --force: the findings, then the plan, and still exit 1)."""
-    from pdctl.compat.evaluate import plan_report
-    from pdctl.errors import UserError
-
-    topo, spec = _load(topology, overrides)
+    topo, spec, deployment = _load(topology, overrides)
     if prefix_len > tokens:
         raise UserError(f"--prefix ({prefix_len}) is longer than --tokens ({tokens})")
     topo.require_pd("plan")  # a colocated topology has no KV transfer to plan
-    doc = plan_report(topo, spec, tokens, prefix_len, force=force)
+    doc = plan_report(deployment, spec, tokens, prefix_len, force=force)
     out = _out(json_path)
     failed = [f["rule"] for f in doc["findings"]]
     if failed:
-        _render_findings(out, doc["findings"], _engine_words(doc["sglang"]))
+        _print_findings(out, doc["findings"], _engine_words(doc["sglang"]))
     if "transfer" in doc:
-        _render_model(out, doc["model"], doc["attn_tp"])
-        _render_heads(out, doc["heads"], spec.mla)
-        _render_transfer(out, doc["transfer"])
+        _print_model(out, doc["model"], doc["attn_tp"])
+        _print_heads(out, doc["heads"], spec.mla)
+        _print_transfer(out, doc["transfer"])
         if doc["transfer"] is None:
             out.print("[yellow]no transfer plan: the attention TP sizes do not map onto each other[/]")
     write_json(json_path, doc)
@@ -247,6 +247,4 @@ def plan(topology: str, tokens: int, prefix_len: int, force: bool, json_path: st
 @click.command("schema")
 def schema() -> None:
     """Print the JSON Schema of the topology file format."""
-    from pdctl.topology.schema import topology_json_schema
-
     click.echo(json.dumps(topology_json_schema(), indent=2))

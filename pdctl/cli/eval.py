@@ -1,4 +1,5 @@
-"""`pdctl eval gsm8k`: options and rendering only; the work is in pdctl.evals.gsm8k.session."""
+"""`pdctl eval gsm8k` (an eval of pdctl.evals.registry): options and printing only; the work is in
+pdctl.evals.session."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from typing import Any
 
 import click
 
+from pdctl.cli.console import console, err_console, print_error, write_json
 from pdctl.cli.options import FiniteFloatRange, json_option, writable
-from pdctl.cli.render import console, err_console, print_error, write_json
 from pdctl.clip import clip
 from pdctl.errors import CheckFailed
 
@@ -43,13 +44,15 @@ def eval_group() -> None:
 @json_option("the verdict")
 def gsm8k(json_path: str | None, max_errors: int, **options: Any) -> None:
     """GSM8K accuracy with SGLang's few_shot_gsm8k method (plus lm-eval strict/flexible scores)."""
-    from pdctl.evals.gsm8k.session import EvalOptions, execute, prepare
+    from pdctl.evals.registry import EVALS
+    from pdctl.evals.session import EvalOptions, execute, prepare
 
     out = err_console if json_path == "-" else console
-    prep = prepare(EvalOptions(**options, max_errors=None if max_errors < 0 else max_errors))
+    ev = EVALS["gsm8k"]
+    prep = prepare(ev, EvalOptions(**options, max_errors=None if max_errors < 0 else max_errors))
     s = prep.settings
     out.print(
-        f"gsm8k: {prep.num_questions} questions, {s['num_shots']} shots, max_new_tokens {s['max_new_tokens']}, "
+        f"{ev.name}: {prep.num_questions} questions, {s['num_shots']} shots, max_new_tokens {s['max_new_tokens']}, "
         f"{s['parallel']} in flight -> {prep.url} ({prep.request.api}); settings: {prep.settings_source}",
         highlight=False,
     )
@@ -57,7 +60,7 @@ def gsm8k(json_path: str | None, max_errors: int, **options: Any) -> None:
         out.print(f"resuming {prep.results}: {len(prep.kept)} answered, asking {len(prep.jobs)}", highlight=False)
 
     summary, outcome, records = _run_with_progress(prep, execute, out)
-    _render(summary, out)
+    _print_summary(ev, summary, out)
     write_json(json_path, summary)
     where = f"`error` in {prep.results}" if prep.results else "--results PATH to keep each answer"
     if summary["errors"]:
@@ -70,16 +73,16 @@ def gsm8k(json_path: str | None, max_errors: int, **options: Any) -> None:
     for note in summary.get("notes", []):
         out.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     if outcome.dead is not None:  # stopped at the first failures: retrying against a dead worker is pointless
-        raise outcome.dead.error(f"eval gsm8k stopped after {summary['answered']} of {summary['num_questions']} "
+        raise outcome.dead.error(f"eval {ev.name} stopped after {summary['answered']} of {summary['num_questions']} "
                                  "questions")
     if outcome.interrupted:
         print_error(f"interrupted: {summary['answered']} of {summary['num_questions']} answered"
                     + (f", kept in {prep.results}; rerun with --resume to finish" if prep.results else ""))
         sys.exit(EXIT_INTERRUPTED)
     if not summary["ok"]:
-        raise CheckFailed("gsm8k: " + "; ".join(summary["reasons"]))
+        raise CheckFailed(f"{ev.name}: " + "; ".join(summary["reasons"]))
     random = " (the serving path: every question answered; accuracy means nothing on random weights)"
-    out.print("[bold green]gsm8k: ok[/]" + (random if summary.get("notes") else ""), highlight=False)
+    out.print(f"[bold green]{ev.name}: ok[/]" + (random if summary.get("notes") else ""), highlight=False)
 
 
 def _run_with_progress(prep: Any, execute: Any, out: Any) -> Any:
@@ -94,10 +97,10 @@ def _run_with_progress(prep: Any, execute: Any, out: Any) -> Any:
         acc = tally["correct"] / tally["done"] if tally["done"] else 0.0
         return f"acc {acc:.3f}  errors {tally['errors']}"
 
-    progress = Progress(TextColumn("gsm8k"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
-                        TimeElapsedColumn(), console=out, transient=False)
+    progress = Progress(TextColumn(prep.eval.name), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), console=out, transient=False)
     with progress:
-        task = progress.add_task("gsm8k", total=prep.num_questions, completed=len(kept), stats=stats())
+        task = progress.add_task(prep.eval.name, total=prep.num_questions, completed=len(kept), stats=stats())
 
         def on_record(record: dict) -> None:
             tally["done"] += 1
@@ -116,19 +119,17 @@ def _first_causes(records: list[dict], top: int = 3) -> list[tuple[str, int]]:
     return causes.most_common(top)
 
 
-def _render(summary: dict, out: Any) -> None:
-    """The summary table."""
+def _print_summary(ev: Any, summary: dict, out: Any) -> None:
+    """The summary table: accuracy and the eval's own rates (named as EV labels them), then the run's figures."""
     from rich.table import Table
 
-    table = Table(title="gsm8k", show_header=True)
+    table = Table(title=ev.name, show_header=True)
     table.add_column("metric")
     table.add_column("value", justify="right")
     n = summary["answered"]
     rows = [
-        ("accuracy (SGLang)", f"{summary['accuracy']:.3f}  ({summary['correct']}/{n})"),
-        ("strict_accuracy (lm-eval)", f"{summary['strict_accuracy']:.3f}"),
-        ("flexible_accuracy (lm-eval)", f"{summary['flexible_accuracy']:.3f}"),
-        ("invalid", f"{summary['invalid']:.3f}"),
+        (ev.labels.get("accuracy", "accuracy"), f"{summary['accuracy']:.3f}  ({summary['correct']}/{n})"),
+        *((ev.labels.get(key, key), f"{summary[key]:.3f}") for key in ev.rates),
         ("errors", str(summary["errors"])),
         ("questions", f"{n}/{summary['num_questions']}" + (f" ({summary['resumed']} resumed)" if summary["resumed"]
                                                           else "")),

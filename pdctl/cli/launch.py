@@ -1,4 +1,4 @@
-"""`pdctl launch / logs / down`: option parsing and rendering only (work is in pdctl.launch; status: cli/status.py)."""
+"""`pdctl launch / logs / down`: option parsing and printing only (work is in pdctl.launch; status: cli/status.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
+from pdctl.cli.console import console, err_console, write_json
 from pdctl.cli.options import FiniteFloatRange, json_option, run_dir_option, set_option
-from pdctl.cli.render import console, err_console, write_json
 
 
 def _out(json_path: str | None):
@@ -58,7 +58,7 @@ def _out(json_path: str | None):
               help="Inside a Slurm allocation (salloc, an sbatch job): take its nodes, start every process as "
               "an srun step (what the submitted job runs).")
 @set_option
-@json_option("the plan (dry run) or the run state")
+@json_option("the rendered deployment (dry run; Slurm: with its sbatch script) or the run state")
 def launch(
     topology: str,
     dry_run: bool,
@@ -82,116 +82,35 @@ def launch(
     it renders, with the SGLang version from engine.version or, when that is missing, asked from the nodes; a
     launch then runs preflight of the actual nodes (--skip-compat / --skip-preflight skip them, loudly).
     Under Slurm the job does both on the nodes it was given."""
-    from pdctl.errors import UserError
-    from pdctl.launch.gate import gate
-    from pdctl.launch.planner import render
-    from pdctl.runs import default_run_dir
+    from pdctl.launch.deploy import LaunchHooks, LaunchOptions, launch
     from pdctl.topology import load_topology
 
     out = _out(json_path)
     topo = load_topology(topology, overrides)
-    path = Path(run_dir) if run_dir else default_run_dir(topo.name)
-    slurm = executor == "slurm" or (executor == "auto" and topo.slurm is not None)
-    if in_allocation and (dry_run or submit):
-        raise UserError("--in-allocation starts the deployment in this allocation: it takes no --dry-run or --submit")
-    if submit and not slurm:
-        raise UserError("--submit applies to Slurm: add a slurm: section to the topology, or --executor slurm")
-    if not dry_run and skip_preflight and (in_allocation or not slurm):  # a submitted job says it itself
-        err_console.print("[bold yellow]warning:[/] --skip-preflight: the nodes are NOT checked before launch "
-                          "(versions, model, ports, transfer path)")
-    if in_allocation:
-        from pdctl.launch.slurm.submit import launch_in_allocation
-
-        _foreground(out, json_path, launch_in_allocation, topo, path, timeout=timeout, skip_compat=skip_compat,
-                    detach=detach, preflight=not skip_preflight, warn=_loud)
-        return
-    # Slurm nodes cannot be asked before the job runs (the job asks them); a dry run asks what it can reach
-    # but does not fail on it
-    topo, version = gate(topo, skip_compat=skip_compat, ask=not slurm, strict=not (dry_run or slurm), warn=_loud,
-                         notice=_notice)
-    if version is not None and version.note:
-        err_console.print(f"[yellow]note:[/] {version.note}", highlight=False)
-    if dry_run:
-        plan = render(topo, startup_timeout_s=int(timeout), slurm=slurm)
-        doc = _dry_run(topo, plan, path, slurm, timeout, skip_compat, skip_preflight, out)
-        write_json(json_path, doc)
-        return
-    if slurm:  # a Slurm topology launches as a job: submit it and follow it until ready
-        plan = render(topo, startup_timeout_s=int(timeout), slurm=True)
-        _warn_unshared(topo, path)
-        write_json(json_path, _submit(topo, plan, path, timeout, skip_compat, skip_preflight, out))
-        return
-    from pdctl.launch.supervisor import launch_topology
-
-    _foreground(out, json_path, launch_topology, topo, path, timeout=timeout, skip_compat=skip_compat,
-                detach=detach, preflight=not skip_preflight)
-
-
-def _dry_run(topo: Any, plan: Any, path: Path, slurm: bool, timeout: float, skip_compat: bool,
-             skip_preflight: bool, out: Any) -> dict[str, Any]:
-    """Show what a launch would do, write its plan (beside a run already in PATH, never over its records).
-    Slurm: the sbatch script --submit would submit, exactly, on stdout (`> job.sbatch` keeps it runnable)."""
-    from rich.markup import escape
-
-    from pdctl.launch.gate import missing_here
-    from pdctl.launch.state import dry_run_dir, write_plan
-
-    where = dry_run_dir(path)
-    if where != path:
-        err_console.print(f"[yellow]note:[/] {path} holds a run's records (state.json): this dry run writes to "
-                          f"{where} and leaves them alone", highlight=False, soft_wrap=True)
-    plan_file = write_plan(where, plan)
-    doc = plan.to_json()
-    if slurm:
-        from pdctl.launch.slurm.script import SCRIPT_NAME, render_sbatch
-
-        script = render_sbatch(topo, path, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)
-        (where / SCRIPT_NAME).write_text(script, encoding="utf-8")
-        out.print(script, markup=False, highlight=False, soft_wrap=True, end="")
-        err_console.print(f"[dim]# the sbatch script --submit submits (also in {where / SCRIPT_NAME}); the srun "
-                          f"steps the job starts: {plan_file}[/]", highlight=False, soft_wrap=True)
-        _warn_unshared(topo, path)
-        doc["sbatch"] = script
-        return doc
-    _print_plan(plan, out)
-    out.print(f"[dim]plan written to {plan_file}[/]")
-    for error in missing_here(plan):  # the plan is written; launching it from here would be refused
-        err_console.print(f"[bold yellow]warning:[/] {escape(f'{error.message}; {error.detail}')}",
-                          highlight=False)
-    return doc
-
-
-def _warn_unshared(topo: Any, path: Path) -> None:
-    """Warn when paths the Slurm job needs are likely not on a filesystem its nodes share."""
-    from pdctl.launch.render_sglang import model_path
-    from pdctl.launch.slurm.sharedfs import job_paths, unshared
-
-    lines = unshared(job_paths(path, model_path(topo)))
-    if lines:
-        err_console.print("[bold yellow]warning:[/] the Slurm job reads and writes these on its nodes, which need "
-                          "them on a filesystem they share (preflight in the job fails if a node cannot read the "
-                          "run dir):", highlight=False, soft_wrap=True)
-        for line in lines:
-            err_console.print(f"  - {line}", highlight=False, soft_wrap=True, markup=False)
-
-
-def _notice(message: str) -> None:
-    """check-compat's fired warnings at launch: yellow, on stderr."""
-    err_console.print(f"[bold yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
-
-
-def _foreground(out: Any, json_path: str | None, start: Any, topo: Any, path: Path, **options: Any) -> None:
-    """A launch from here (local/ssh, or srun steps in an allocation): live progress, the ready message."""
+    options = LaunchOptions(run_dir=Path(run_dir) if run_dir else None, executor=executor, dry_run=dry_run,
+                            submit=submit, in_allocation=in_allocation, timeout=timeout, skip_compat=skip_compat,
+                            preflight=not skip_preflight, detach=detach)
     with _ProgressView() as view:
 
         def ready(state: dict[str, Any]) -> None:
             view.stop()
             _print_ready(state, out, foreground=True)
 
-        state = start(topo, path, progress=view.update, on_ready=ready,
-                      on_preflight=lambda r: _preflight_seen(r, out), **options)
-    _print_ready(state, out, foreground=False)
-    write_json(json_path, state)
+        done = launch(topo, options, LaunchHooks(
+            loud=_loud, warning=_warning, notice=_warning, note=_note, progress=view.update, on_ready=ready,
+            on_preflight=lambda report: _preflight_seen(report, out), say=_job_line))
+    if done.outcome == "dry-run":
+        write_json(json_path, _dry_run(done, out))
+    elif done.outcome == "submitted":
+        assert done.state is not None
+        out.print(f"[bold green]ready[/] — slurm job {done.state['job_id']}, router {done.state['router']['url']}",
+                  highlight=False)
+        out.print(f"  run dir: {done.state['run_dir']}  (pdctl status | logs | down)", highlight=False)
+        write_json(json_path, done.state)
+    else:
+        assert done.state is not None
+        _print_ready(done.state, out, foreground=False)
+        write_json(json_path, done.state)
 
 
 def _loud(message: str) -> None:
@@ -199,43 +118,65 @@ def _loud(message: str) -> None:
     err_console.print(f"[bold red]WARNING[/] {message}", highlight=False, soft_wrap=True)
 
 
-def _preflight_seen(report: Any, out: Any) -> None:
-    """Launch's view of its preflight: the full tables when it failed, one line per transfer when it passed."""
-    from pdctl.cli.preflight import render_brief, render_report
+def _warning(message: str) -> None:
+    """A warning on stderr (what is not checked, job paths not shared, check-compat's fired warnings)."""
+    from rich.markup import escape
 
-    if report.ok:
-        render_brief(report, err_console)
-    else:
-        render_report(report, err_console)
+    err_console.print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
-def _submit(topo: Any, plan: Any, path: Path, timeout: float, skip_compat: bool, skip_preflight: bool,
-            out: Any) -> dict[str, Any]:
-    """sbatch the job and follow it (its output relayed on stderr) until its deployment is ready."""
+def _dry_run(done: Any, out: Any) -> dict[str, Any]:
+    """What a dry run shows: every command per node and where the deployment was written; a Slurm topology's
+    sbatch script, exactly as --submit submits it, on stdout (`> job.sbatch` keeps it runnable). The JSON
+    document is the deployment (with the script under `sbatch`)."""
+    if done.beside:
+        _note(f"{done.run_dir} holds a run's records (state.json): this dry run writes to "
+              f"{done.plan_file.parent} and leaves them alone")
+    doc = done.deployment.to_json()
+    if done.script is not None:
+        script = done.script.read_text(encoding="utf-8")
+        out.print(script, markup=False, highlight=False, soft_wrap=True, end="")
+        err_console.print(f"[dim]# the sbatch script --submit submits (also in {done.script}); the srun steps the "
+                          f"job starts: {done.plan_file}[/]", highlight=False, soft_wrap=True)
+        return {**doc, "sbatch": script}
+    _print_deployment(done.deployment, out)
+    out.print(f"[dim]plan written to {done.plan_file}[/]")
+    for error in done.missing:  # the plan is written; launching it from here would be refused
+        _warning(f"{error.message}; {error.detail}")
+    return doc
+
+
+def _note(message: str) -> None:
+    err_console.print(f"[yellow]note:[/] {message}", highlight=False, soft_wrap=True)
+
+
+def _job_line(line: str) -> None:
+    """A line of a submitted job's output, relayed on stderr."""
     from rich.text import Text
 
-    from pdctl.launch.slurm.submit import submit_topology
-
-    def say(line: str) -> None:
-        err_console.print(Text("job | ", style="dim") + Text(line), highlight=False, soft_wrap=True)
-
-    with _ProgressView() as view:
-        state = submit_topology(topo, plan, path, timeout=timeout, skip_compat=skip_compat,
-                                skip_preflight=skip_preflight, progress=view.update, say=say)
-    out.print(f"[bold green]ready[/] — slurm job {state['job_id']}, router {state['router']['url']}", highlight=False)
-    out.print(f"  run dir: {state['run_dir']}  (pdctl status | logs | down)", highlight=False)
-    return state
+    err_console.print(Text("job | ", style="dim") + Text(line), highlight=False, soft_wrap=True)
 
 
-def _print_plan(plan: Any, out: Any) -> None:
-    for node, procs in plan.by_node().items():
+def _preflight_seen(report: Any, out: Any) -> None:
+    """Launch's view of its preflight: the full tables when it failed, one line per transfer when it passed."""
+    from pdctl.cli.preflight import print_brief, print_report
+
+    if report.ok:
+        print_brief(report, err_console)
+    else:
+        print_report(report, err_console)
+
+
+def _print_deployment(deployment: Any, out: Any) -> None:
+    """Every command per node (--dry-run), then the router URL and the render's notes."""
+    for node, procs in deployment.by_node().items():
         out.print(f"[bold]# node {node}[/] ({procs[0].host})")
         for proc in procs:
             out.print(f"# {proc.name} (advertises {proc.advertise or proc.host})", style="dim", highlight=False)
             out.print(proc.command, markup=False, highlight=False, soft_wrap=True)
         out.print()
-    out.print(f"[bold]router URL:[/] {plan.router_url}")
-    for note in plan.notes:
+    out.print(f"[bold]router URL:[/] {deployment.router_url}")
+    for note in deployment.notes:
         out.print(f"[dim]note: {note}[/]")
 
 
@@ -258,13 +199,10 @@ class _ProgressView:
 
         self.rows: dict[str, tuple[str, str]] = {}
         self.live: Any = None
+        self.stopped = False
         self.lock = threading.Lock()
 
     def __enter__(self) -> _ProgressView:  # noqa: PYI034
-        from rich.live import Live
-
-        self.live = Live(self._table(), console=err_console, refresh_per_second=4, transient=True)
-        self.live.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -272,15 +210,22 @@ class _ProgressView:
 
     def stop(self) -> None:
         with self.lock:
+            self.stopped = True
             if self.live is not None:
                 self.live.__exit__(None, None, None)
                 self.live = None
 
     def update(self, name: str, phase: str, detail: str) -> None:
-        # called from launch's worker threads too (processes start concurrently)
+        # called from launch's worker threads too (processes start concurrently); the table appears with the
+        # first process (a dry run or a script shows none)
         with self.lock:
             self.rows[name] = (phase, detail)
-            if self.live is not None:
+            if self.live is None and not self.stopped:
+                from rich.live import Live
+
+                self.live = Live(self._table(), console=err_console, refresh_per_second=4, transient=True)
+                self.live.__enter__()
+            elif self.live is not None:
                 self.live.update(self._table())
 
     def _table(self) -> Any:

@@ -98,8 +98,8 @@ def run(argv: list[str] | None = None) -> int:
     whichever command it is and however early it failed (pdctl.cli.options.write_error_document)."""
     import sys
 
+    from pdctl.cli.console import print_error
     from pdctl.cli.options import write_error_document
-    from pdctl.cli.render import print_error
 
     args = list(sys.argv[1:] if argv is None else argv)
     try:

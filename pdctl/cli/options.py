@@ -76,7 +76,7 @@ def json_target(argv: list[str]) -> str | None:
 def write_error_document(argv: list[str], message: str) -> None:
     """CLI.md: every command given `--json PATH` that exits 2 writes {"ok": false, "error": ...} there (or to
     stdout for '-'); a PATH that cannot be written is left alone (the error was already printed)."""
-    from pdctl.cli.render import write_json
+    from pdctl.cli.console import write_json
     from pdctl.errors import UserError
 
     path = json_target(argv)

@@ -1,4 +1,4 @@
-"""`pdctl parity`: logprob parity of a PD deployment against a reference server (options and rendering only).
+"""`pdctl parity`: logprob parity of a PD deployment against a reference server (options and printing only).
 
 The work lives in pdctl.parity (session -> runner -> compare/results -> report).
 """
@@ -43,7 +43,7 @@ class LiveProgress(PhaseProgress):
                       f"pass {update.passed} fail {update.failed}  {update.detail}")
 
 
-def _render(result, out) -> None:
+def _print_result(result, out) -> None:
     from rich.table import Table
 
     out.print(f"candidate {result.candidate}  vs  reference {result.reference}", highlight=False)
@@ -144,7 +144,7 @@ def parity(candidate_url, run_dir, reference_url, reference_topology, decode_url
                    "chunked_prefill_size": chunked_prefill_size, "context_length": context_length},
         seed=seed, launch_timeout=launch_timeout,
     )
-    result = run_live(LiveProgress, lambda progress: run_request(req, progress=progress), render=_render,
+    result = run_live(LiveProgress, lambda progress: run_request(req, progress=progress), show=_print_result,
                       json_path=json_path, report_path=report_path, write_report=_write_report)
     if not result.ok:
         bad = {name: len(mode.unexplained) for name, mode in result.modes.items() if not mode.ok}

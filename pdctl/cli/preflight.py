@@ -1,4 +1,4 @@
-"""`pdctl preflight TOPOLOGY`: check the actual nodes before launch (options and rendering only; the work is in
+"""`pdctl preflight TOPOLOGY`: check the actual nodes before launch (options and printing only; the work is in
 pdctl.preflight)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
+from pdctl.cli.console import console, err_console, write_json
 from pdctl.cli.options import FiniteFloatRange, json_option, set_option
-from pdctl.cli.render import console, err_console, write_json
 
 MARKS = {True: "[green]ok[/]", False: "[red]FAIL[/]"}
 
@@ -53,26 +53,21 @@ def preflight(
     """Facts and checks per node (reach, versions, GPUs, RDMA, model, ports, addresses) and a real KV transfer
     between each prefill and decode node; exit 1 on any failed check."""
     from pdctl.errors import CheckFailed
-    from pdctl.preflight import run_preflight
+    from pdctl.launch.deploy import check_nodes
     from pdctl.topology import load_topology
 
     out = err_console if json_path == "-" else console
     topo = load_topology(topology, overrides)
-    slurm = executor == "slurm" or (executor == "auto" and topo.slurm is not None)
-    if slurm:
-        from pdctl.launch.slurm.allocation import slurm_nodes
-
-        topo = slurm_nodes(topo)
     with out.status("preflight") as status:
-        report = run_preflight(topo, skip_transfer=skip_transfer, tokens=tokens, timeout=node_timeout,
-                               slurm=slurm, progress=lambda msg: status.update(f"preflight: {msg}"))
-    render_report(report, out)
+        report = check_nodes(topo, executor=executor, skip_transfer=skip_transfer, tokens=tokens,
+                             timeout=node_timeout, progress=lambda msg: status.update(f"preflight: {msg}"))
+    print_report(report, out)
     write_json(json_path, report.to_json())
     if not report.ok:
         raise CheckFailed(report.summary())
 
 
-def render_report(report: Any, out: Any) -> None:
+def print_report(report: Any, out: Any) -> None:
     """Per node a table of checks, then the transfers, then the verdict."""
     from rich.markup import escape
     from rich.table import Table
@@ -105,7 +100,7 @@ def render_report(report: Any, out: Any) -> None:
     out.print(f"{verdict} ({len(report.nodes)} node(s), {report.wall_s:.1f}s)")
 
 
-def render_brief(report: Any, out: Any) -> None:
+def print_brief(report: Any, out: Any) -> None:
     """A passed preflight in a few lines (what `pdctl launch` prints before starting)."""
     from rich.markup import escape
 

@@ -40,21 +40,21 @@ def run_live(
     make_progress: Callable[[Any], PhaseProgress],
     run: Callable[[PhaseProgress], Any],
     *,
-    render: Callable[[Any, Any], None],
+    show: Callable[[Any, Any], None],
     json_path: str | None,
     report_path: str | None,
     write_report: Callable[[Any, str], Any],
 ) -> Any:
     """The one sequence of the long commands (parity, bench serve): RUN under live bars (on stderr when the
-    JSON goes to stdout), the rendered result, its HTML report when asked, then its JSON document; returns the
+    JSON goes to stdout), the printed result, its HTML report when asked, then its JSON document; returns the
     result for the command's verdict."""
-    from pdctl.cli.render import console, err_console, write_json
+    from pdctl.cli.console import console, err_console, write_json
 
     out = err_console if json_path == "-" else console
     progress = make_progress(out)
     with progress.progress:
         result = run(progress)
-    render(result, out)
+    show(result, out)
     if report_path:
         out.print(f"report: {write_report(result, report_path)}", highlight=False)
     write_json(json_path, result.document())

@@ -1,11 +1,11 @@
-"""`pdctl reference init-checkpoint DIR [--seed S]` and `pdctl reference serve ...` (parse + render only)."""
+"""`pdctl reference init-checkpoint DIR [--seed S]` and `pdctl reference serve ...` (parse + print only)."""
 
 from __future__ import annotations
 
 import click
 
+from pdctl.cli.console import console, write_json
 from pdctl.cli.options import json_option
-from pdctl.cli.render import console, write_json
 
 
 @click.group("reference")
@@ -45,7 +45,7 @@ def serve_cmd(args: tuple[str, ...]) -> None:
     from pdctl.extras import PROCESS_NEEDS, require
 
     require(*PROCESS_NEEDS["pdctl.reference"], what="the reference engine")
-    from pdctl.reference.server import main
+    from pdctl.reference.server import main  # torch and fastapi (the engine extra)
 
     code = main(list(args))
     if code:

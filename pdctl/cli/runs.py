@@ -1,11 +1,11 @@
-"""`pdctl runs`: option parsing and rendering only (the list: pdctl.runlist)."""
+"""`pdctl runs`: option parsing and printing only (the list: pdctl.launch.runlist)."""
 
 from __future__ import annotations
 
 import click
 
+from pdctl.cli.console import console, err_console, write_json
 from pdctl.cli.options import json_option
-from pdctl.cli.render import console, err_console, write_json
 
 STYLE = {"running": "green", "degraded": "bold red", "dead": "red", "failed": "red", "stopped": "dim",
          "unreadable": "yellow"}
@@ -21,7 +21,7 @@ def runs(json_path: str | None) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from pdctl.runlist import list_runs
+    from pdctl.launch.runlist import list_runs
 
     rows = list_runs()
     out = err_console if json_path == "-" else console

@@ -1,4 +1,4 @@
-"""`pdctl status [--watch]`: option parsing and rendering only (health and figures: pdctl.launch.runstatus,
+"""`pdctl status [--watch]`: option parsing and printing only (health and figures: pdctl.launch.status,
 the metrics maths: pdctl.metrics)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
+from pdctl.cli.console import console, err_console, write_json
 from pdctl.cli.options import FiniteFloatRange, json_option, run_dir_option
-from pdctl.cli.render import console, err_console, write_json
 
 DASH = "—"
 
@@ -34,7 +34,7 @@ def status(run_dir: str | None, watch: bool, interval: float, stall_after: float
     from rich.table import Table
 
     from pdctl.errors import CheckFailed
-    from pdctl.launch.runstatus import status as run_status
+    from pdctl.launch.status import status as run_status
 
     doc = run_status(run_dir)
     out = err_console if json_path == "-" else console
@@ -75,7 +75,7 @@ def _watch(run_dir: str | None, interval: float, stall_after: float, json_path: 
     import sys
     import time
 
-    from pdctl.launch.runstatus import live, run_watch
+    from pdctl.launch.status import live, run_watch
     from pdctl.metrics.alarms import StallDetector
     from pdctl.runs import read_state, resolve_run_dir
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
+from pdctl.cli.console import console, err_console, write_json
 from pdctl.cli.options import FiniteFloatRange, json_option, writable
-from pdctl.cli.render import console, err_console, write_json
 from pdctl.errors import CheckFailed
 
 

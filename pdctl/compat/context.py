@@ -8,12 +8,15 @@ the same meaning of "unequal TP" or "hybrid SWA" and stays a one-liner over thes
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pdctl.compat.effective import Effective, EffectiveRole
 from pdctl.models.spec import ModelSpec
 from pdctl.sglang.versions import at_least, parse_version
 from pdctl.topology.sections import BLACKWELL_GPUS
+
+if TYPE_CHECKING:
+    from pdctl.topology.placement import ReplicaPlacement
 
 BLACKWELL = BLACKWELL_GPUS  # SM100 family
 HOPPER = frozenset({"h100", "h200"})  # SM90
@@ -23,11 +26,13 @@ __all__ = ["BLACKWELL", "HOPPER", "Context", "parse_version"]
 
 @dataclass(frozen=True)
 class Context:
-    """A topology, its resolved model spec, and the effective settings of its rendered processes."""
+    """A topology, its resolved model spec, the effective settings of its rendered processes, and the
+    placement they were rendered from."""
 
     topo: Any
     spec: ModelSpec
     eff: Effective
+    placements: list[ReplicaPlacement]
 
     @property
     def pre(self) -> EffectiveRole:
@@ -80,11 +85,6 @@ class Context:
     def hybrid_swa(self) -> bool:
         """The model has sliding-window layers and SGLang keeps them in a separate SWA pool."""
         return self.spec.hybrid_swa and any(r.hybrid_swa_memory for r in self.roles())
-
-    @property
-    def swa_head_slice(self) -> bool:
-        """The SWA state goes through `_get_mha_head_slice_blocks`: unequal TP, hybrid SWA, not MLA."""
-        return self.unequal and self.hybrid_swa and not self.mla
 
     def kv_entries(self, role: EffectiveRole) -> int:
         """KV buffers a role registers for transfer: one page envelope with unified memory, else K and V per layer."""

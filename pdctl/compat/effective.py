@@ -1,20 +1,31 @@
-"""The pipeline check-compat judges: topology -> rendered commands -> parsed flags -> effective role settings.
+"""The pipeline check-compat judges: rendered deployment -> its commands parsed -> effective role settings.
 
-The rules read `EffectiveRole`s, built from what `pdctl launch` would really start (pdctl.launch.planner.render),
-parsed with the flag table of the SGLang version that runs them (pdctl.sglang), so an `args:` override, an
-engine.env variable or a flag the renderer spells differently is judged as SGLang will see it. The
-reference engine's commands are parsed with its own parser (same flag names, fewer of them).
+The rules read `EffectiveRole`s, built from what `pdctl launch` really starts (the Deployment pdctl.render
+made, handed in: check-compat never renders), parsed with the flag table of the SGLang version that runs
+them (pdctl.sglang), so an `args:` override, an engine.env variable or a flag the renderer spells
+differently is judged as SGLang will see it. The reference engine's commands are parsed with its own parser
+(same flag names, fewer of them).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+import argparse
+import contextlib
+import difflib
+import io
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
+from pdctl.reference.args import build_parser
+from pdctl.render.spec import flag_args, merge_flags
 from pdctl.sglang.argv import ArgvProblem, ParsedArgs, parse_argv
 from pdctl.sglang.settings import ServerSettings, env_bool, ucx_protocol
 from pdctl.sglang.table import FlagTable, load_table
 from pdctl.sglang.versions import VersionChoice, choose
+from pdctl.transfer.registry import BACKENDS
+
+if TYPE_CHECKING:
+    from pdctl.render.spec import Deployment
 
 # Where a process's own flags start: argv = [python, "-m", module, *flags]
 FLAGS_FROM = 3
@@ -101,12 +112,6 @@ def _sglang_role(intent: Any, settings: ServerSettings) -> EffectiveRole:
 def _reference_flags(flags: list[str]) -> tuple[Any, str | None]:
     """The reference engine's own parser on FLAGS: (namespace, None), or (None, its error message). Flags it
     does not know are left in the namespace's `_unknown` (the engine ignores them: `_ignored_args`)."""
-    import argparse
-    import contextlib
-    import io
-
-    from pdctl.reference.args import build_parser
-
     parser = build_parser()
     parser.exit_on_error = False
     try:
@@ -125,12 +130,6 @@ def _sglang_args(intent: Any, table: FlagTable) -> ParsedArgs:
     a rehearsal must reject a misspelled flag as the real launch would (the reference engine's parser keeps
     unknown flags and ignores them). The reference engine's own knobs (--numerics, --num-threads, ...) are
     not SGLang's, and are not problems: a rehearsal may set them."""
-    import difflib
-    from dataclasses import replace
-
-    from pdctl.launch.plan import flag_args
-    from pdctl.reference.args import build_parser
-
     own = set(build_parser()._option_string_actions)
     parsed = parse_argv(["--model-path", "x", *flag_args(intent.args)], table)
     problems = []
@@ -153,7 +152,8 @@ def _ignored_args(ns: Any, parsed: ParsedArgs) -> list[str]:
 
 def _reference_role(intent: Any, ns: Any, env: dict[str, str]) -> EffectiveRole:
     backend = str(ns.disaggregation_transfer_backend)
-    protocol = env.get("MOONCAKE_PROTOCOL", "rdma") if backend == "mooncake" else ucx_protocol(env)
+    entry = BACKENDS.get(backend)  # the reference engine's backend reads its protocol from the entry's variable
+    protocol = env.get(entry.protocol_env, "rdma") if entry and entry.protocol_env else ucx_protocol(env)
     return EffectiveRole(
         name=intent.name, nodes=list(intent.nodes), replicas=intent.replicas, intent=intent,
         tp=int(ns.tp), pp=1, dp=1, attn_dp=1, page_size=int(ns.page_size), kv_cache_dtype=str(ns.kv_cache_dtype),
@@ -167,19 +167,16 @@ def _reference_role(intent: Any, ns: Any, env: dict[str, str]) -> EffectiveRole:
 
 def _rendered_without_args(flags: list[str], args: dict[str, Any]) -> list[str]:
     """FLAGS without the `args:` entries (the renderer appends them last, replacing its own of the same name)."""
-    from pdctl.launch.plan import merge_flags
-
     return merge_flags(flags, {name: None for name in args})
 
 
-def effective(topo: Any, version: VersionChoice | None = None) -> Effective:
-    """Render TOPO as launch would (no side effects) and read back every role's effective settings.
+def effective(deployment: Deployment, version: VersionChoice | None = None) -> Effective:
+    """Read back every role's effective settings from DEPLOYMENT's commands (argv and env; what starts them,
+    docker or srun, is not the engine's business).
 
     VERSION: the SGLang version judged (default: engine.version, else pdctl's default version)."""
-    from pdctl.launch.planner import render
-
+    topo = deployment.topo
     version = version or choose(topo.engine.version)
-    plan = render(topo, wrap=False)  # the commands themselves, not what starts them (docker, srun)
     reference = topo.engine.kind == "reference"
     table = None if reference else load_table(version.table)
     sglang_table = load_table(version.table) if reference else None  # what the real run parses `args:` with
@@ -187,7 +184,7 @@ def effective(topo: Any, version: VersionChoice | None = None) -> Effective:
     issues: list[ProcessIssues] = []
     argv: dict[str, list[str]] = {}
     ignored: dict[str, list[str]] = {}
-    for proc in plan.workers:
+    for proc in deployment.workers:
         flags = list(proc.argv[FLAGS_FROM:])
         argv[proc.name] = flags
         intent = topo.role(proc.role)

@@ -1,7 +1,7 @@
-"""Run every rule over a topology and assemble the check-compat report (CLI.md's JSON document).
+"""Run every rule over a rendered deployment and assemble the check-compat report (CLI.md's JSON document).
 
-The pipeline: topology -> rendered commands (what launch starts) -> parsed with the SGLang version's flag
-table -> effective settings per role -> rules (pdctl/compat/effective.py). `evaluate` returns one finding per
+The pipeline: rendered deployment (what launch starts; pdctl.render) -> its commands parsed with the SGLang
+version's flag table -> effective settings per role -> rules (pdctl/compat/effective.py). `evaluate` returns one finding per
 rule — passing ones too — so the table and JSON always list every rule and a reader can see what was checked,
 not only what failed. On a colocated (non-PD) topology the PD-only rules are listed as passing with
 "n/a: colocated topology", and there is no head map or transfer plan.
@@ -9,19 +9,24 @@ not only what failed. On a colocated (non-PD) topology the PD-only rules are lis
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pdctl.compat.context import Context
 from pdctl.compat.effective import Effective, effective
 from pdctl.compat.findings import NOT_APPLICABLE, Finding
 from pdctl.compat.table import RULES
 from pdctl.models.spec import ModelSpec
+from pdctl.plan.heads import ownership_map, ratio_ok
+from pdctl.plan.transfer import transfer_plan
 from pdctl.sglang.versions import VersionChoice
 
+if TYPE_CHECKING:
+    from pdctl.render.spec import Deployment
 
-def judge(topo: Any, spec: ModelSpec, eff: Effective) -> list[Finding]:
+
+def judge(deployment: Deployment, spec: ModelSpec, eff: Effective) -> list[Finding]:
     """One Finding per rule over already-built effective settings, in table order."""
-    ctx = Context(topo, spec, eff)
+    ctx = Context(deployment.topo, spec, eff, deployment.placements)
     findings: list[Finding] = []
     for rule in RULES:
         if ctx.colocated and not rule.colocated:
@@ -33,10 +38,11 @@ def judge(topo: Any, spec: ModelSpec, eff: Effective) -> list[Finding]:
     return findings
 
 
-def evaluate(topo: Any, spec: ModelSpec, version: VersionChoice | None = None) -> list[Finding]:
-    """One Finding per rule, in table order; `ok` false where the rule fired. VERSION: the SGLang version
-    judged (default: engine.version, else pdctl's default version, said so in the report)."""
-    return judge(topo, spec, effective(topo, version))
+def evaluate(deployment: Deployment, spec: ModelSpec, version: VersionChoice | None = None) -> list[Finding]:
+    """One Finding per rule over DEPLOYMENT (rendered by pdctl.render), in table order; `ok` false where the
+    rule fired. VERSION: the SGLang version judged (default: engine.version, else pdctl's default version,
+    said so in the report)."""
+    return judge(deployment, spec, effective(deployment, version))
 
 
 def is_compatible(findings: list[Finding]) -> bool:
@@ -44,9 +50,9 @@ def is_compatible(findings: list[Finding]) -> bool:
     return not any(f.is_error for f in findings)
 
 
-def attn_tp_info(topo: Any, eff: Effective | None = None) -> dict[str, dict[str, int | bool]]:
+def attn_tp_info(topo: Any, eff: Effective) -> dict[str, dict[str, int | bool]]:
     """Attention TP per role with the numbers it is derived from (as the rendered commands set them)."""
-    roles = (eff or effective(topo)).roles
+    roles = eff.roles
     return {
         r.name: {"tp": roles[r.name].tp, "dp": r.dp, "enable_dp_attention": roles[r.name].enable_dp_attention,
                  "pp": roles[r.name].pp, "attn_tp": roles[r.name].attn_tp}
@@ -55,20 +61,16 @@ def attn_tp_info(topo: Any, eff: Effective | None = None) -> dict[str, dict[str,
 
 
 def heads_and_transfer(
-    topo: Any, spec: ModelSpec, tokens: int, prefix_len: int = 0, eff: Effective | None = None
+    topo: Any, spec: ModelSpec, tokens: int, prefix_len: int, eff: Effective
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """The KV head ownership map and the transfer plan of one request, as JSON-ready data, for the roles as
-    the rendered commands run them (EFF; built here when not given).
+    the rendered commands run them (EFF).
 
     Only computable when the attention TP sizes map onto each other; otherwise ([], None), and the
     attn-tp-ratio finding says why. A colocated topology has neither (no transfer).
     """
-    from pdctl.plan.heads import ownership_map, ratio_ok
-    from pdctl.plan.transfer import transfer_plan
-
     if getattr(topo, "mode", "pd") != "pd":
         return [], None
-    eff = eff or effective(topo)
     pre, dec = eff.roles["prefill"], eff.roles["decode"]
     if not ratio_ok(pre.attn_tp, dec.attn_tp) or pre.page_size is None:
         return [], None
@@ -84,14 +86,15 @@ def version_info(topo: Any, eff: Effective) -> dict[str, Any]:
     return {"engine": "sglang", **eff.version.to_dict()}
 
 
-def compat_report(topo: Any, spec: ModelSpec, tokens: int = 8192,
+def compat_report(deployment: Deployment, spec: ModelSpec, tokens: int = 8192,
                   version: VersionChoice | None = None) -> dict[str, Any]:
-    """The whole check-compat document: verdict, model spec, the version judged, findings (with the stage
-    each rule's failure would hit), head map, attn TP, transfer plan (the last two empty / null where
-    `heads_and_transfer` cannot compute them)."""
-    eff = effective(topo, version)
-    findings = judge(topo, spec, eff)
-    heads, transfer = heads_and_transfer(topo, spec, tokens, eff=eff)
+    """The whole check-compat document of DEPLOYMENT: verdict, model spec, the version judged, findings (with
+    the stage each rule's failure would hit), head map, attn TP, transfer plan (the last two empty / null
+    where `heads_and_transfer` cannot compute them)."""
+    topo = deployment.topo
+    eff = effective(deployment, version)
+    findings = judge(deployment, spec, eff)
+    heads, transfer = heads_and_transfer(topo, spec, tokens, 0, eff)
     return {
         "ok": is_compatible(findings),
         "topology": topo.name,
@@ -106,12 +109,13 @@ def compat_report(topo: Any, spec: ModelSpec, tokens: int = 8192,
     }
 
 
-def plan_report(topo: Any, spec: ModelSpec, tokens: int, prefix_len: int = 0, *,
+def plan_report(deployment: Deployment, spec: ModelSpec, tokens: int, prefix_len: int = 0, *,
                 force: bool = False) -> dict[str, Any]:
     """`pdctl plan`'s document: the verdict and failed findings first; the head map and transfer plan only
     for a compatible topology (or with FORCE), so nobody reads a plan of something SGLang will not run."""
-    eff = effective(topo)
-    findings = judge(topo, spec, eff)
+    topo = deployment.topo
+    eff = effective(deployment)
+    findings = judge(deployment, spec, eff)
     doc: dict[str, Any] = {
         "ok": is_compatible(findings), "topology": topo.name, "sglang": version_info(topo, eff),
         "model": spec.to_dict(), "findings": [f.to_dict() for f in findings if f.is_error],

@@ -8,7 +8,7 @@ it (pdctl/sglang/stages.py): what the mistake would cost if pdctl did not catch 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pdctl.sglang.stages import check_stage
@@ -41,7 +41,7 @@ def fired(message: str) -> Outcome:
 
 @dataclass(frozen=True)
 class Rule:
-    """One compatibility rule; `mirrors` names the SGLang behaviour it reproduces (for docs).
+    """One compatibility rule (docs/check-compat.md says which SGLang behaviour each one mirrors).
 
     `stage`: where SGLang fails without this rule (a key of pdctl.sglang.stages.STAGES).
     `colocated` marks the rules that apply to a single plain (non-PD) server too: a `mode: colocated`
@@ -56,9 +56,8 @@ class Rule:
     check: Callable[[Context], Outcome]
     fix: str
     summary: str
-    mirrors: str = ""
-    colocated: bool = False
-    incident: str | None = None
+    colocated: bool = field(default=False, kw_only=True)
+    incident: str | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         check_stage(self.stage)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pdctl.compat.context import Context
 from pdctl.compat.findings import Outcome, fired, passed
-from pdctl.launch.render_sglang import RENDERED_FROM
+from pdctl.reference.args import build_parser
+from pdctl.render.sglang import RENDERED_FROM
 
 # The reference engine's own dests for the keys it is rendered from (its flags follow SGLang's names).
 REFERENCE_RENDERED = {"tp": "tp", "role": "the role section (prefill: / decode:)", "kv_layout": "kv_layout"}
@@ -60,8 +61,6 @@ def _dest(ctx: Context, name: str) -> str | None:
     if ctx.eff.table is not None:
         flag, _ = ctx.eff.table.resolve(option)
         return flag.dest if flag is not None else None
-    from pdctl.reference.args import build_parser
-
     action = build_parser()._option_string_actions.get(option)
     return action.dest if action is not None else None
 

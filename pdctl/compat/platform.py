@@ -9,8 +9,10 @@ from __future__ import annotations
 from pdctl.compat.context import BLACKWELL, HOPPER, Context
 from pdctl.compat.findings import Outcome, fired, passed
 from pdctl.sglang import messages
+from pdctl.topology.placement import placement_problems, port_clashes
+from pdctl.transfer.registry import NAMES
 
-KNOWN_BACKENDS = ("nixl", "mooncake")
+KNOWN_BACKENDS = NAMES  # pdctl.transfer.registry
 
 
 def mxfp8_gpu(ctx: Context) -> Outcome:
@@ -53,9 +55,7 @@ def attention_backend_gpu(ctx: Context) -> Outcome:
 
 def placement(ctx: Context) -> Outcome:
     """Every replica needs tp x pp GPUs of its own; roles sharing a node must not share GPUs."""
-    from pdctl.topology.placement import placement_problems
-
-    problems = placement_problems(ctx.topo)
+    problems = placement_problems(ctx.topo, ctx.placements)
     if problems:
         return fired("; ".join(problems))
     parts = " and ".join(f"{r.name} {r.replicas} x {r.gpus_per_replica}" for r in ctx.roles())
@@ -64,9 +64,7 @@ def placement(ctx: Context) -> Outcome:
 
 def bootstrap_port(ctx: Context) -> Outcome:
     """Two processes on one machine binding one port: the second fails, or decode meets the wrong prefill."""
-    from pdctl.topology.placement import port_clashes
-
-    clashes = port_clashes(ctx.topo)
+    clashes = port_clashes(ctx.topo, ctx.placements)
     if clashes:
         return fired("; ".join(clashes))
     kinds = "HTTP and router" if ctx.colocated else "HTTP, bootstrap and router"

@@ -1,30 +1,6 @@
-"""pdctl launch: render a topology into commands, start them (local, ssh, slurm), supervise, tear down.
+"""pdctl launch: one path from a topology to running processes (deploy), the verdicts it passes (gate), starting
+and supervising them (supervisor), and a run's status, logs and teardown.
 
-Python API (used by parity and tests): `launch_topology(topo, run_dir=None, *, timeout=..., skip_compat=False,
-detach=True) -> state dict`, `teardown(run_dir)`, `render(topo) -> LaunchPlan`, `status(run_dir)`.
-Attributes load lazily so that importing pdctl.launch stays cheap.
+Python API (used by parity, bench serve and tests): `pdctl.launch.deploy.launch_topology(topo, run_dir=None, *,
+timeout=..., skip_compat=False, detach=True) -> state dict` and `pdctl.launch.shutdown.teardown(run_dir)`.
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-_EXPORTS = {
-    "launch_topology": "pdctl.launch.supervisor",
-    "teardown": "pdctl.launch.shutdown",
-    "render": "pdctl.launch.planner",
-    "status": "pdctl.launch.runstatus",
-    "LaunchPlan": "pdctl.launch.plan",
-    "ProcessSpec": "pdctl.launch.plan",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        import importlib
-
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(name)
-
-
-__all__ = ["LaunchPlan", "ProcessSpec", "launch_topology", "render", "status", "teardown"]

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from pdctl.errors import UserError
-from pdctl.launch.executors import executor_for
-from pdctl.launch.state import all_records
+from pdctl.executors import executor_for
 from pdctl.runs import read_state
+from pdctl.runs.state import all_records
 
 ROLES = ("prefill", "decode", "colocated", "router")
 

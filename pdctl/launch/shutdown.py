@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from pdctl.launch.executors import executor_for
-from pdctl.launch.state import all_records, write_state
+from pdctl.executors import executor_for
 from pdctl.runs import read_state, resolve_run_dir
+from pdctl.runs.state import all_records, write_state
 
 GRACE_S = 10.0
 DOCKER_RM_TIMEOUT_S = 30.0

@@ -1,4 +1,5 @@
-"""The launch sequence: check-compat, start workers, wait healthy, start the router, wait until it routes.
+"""Starting a rendered deployment that passed its verdicts: start workers, wait healthy, start the router,
+wait until it routes; then (foreground) watch until something exits or the user stops it.
 
 Any failure (a process exits, a port is taken, the timeout passes, Ctrl-C) stops everything this launch
 started before the error propagates, so a failed launch never leaves servers behind; the error names the
@@ -15,22 +16,17 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pdctl.errors import CheckFailed, UserError
-from pdctl.launch.executors import executor_for
-from pdctl.launch.gate import check_compat, gate, require_local_nodes, require_runnable_here
+from pdctl.executors import executor_for
 from pdctl.launch.health import router_ready, worker_health
-from pdctl.launch.plan import LaunchPlan, ProcessSpec
-from pdctl.launch.planner import render
 from pdctl.launch.shutdown import stop_records
-from pdctl.launch.state import RunState, all_records, new_record, write_plan
-from pdctl.runs import STATE_FILE, default_run_dir, read_state, remember_latest
+from pdctl.render.spec import Deployment, ProcessSpec
+from pdctl.runs import STATE_FILE, read_state, remember_latest
+from pdctl.runs.state import RunState, all_records, new_record, write_deployment
 
-if TYPE_CHECKING:
-    from pdctl.topology import Topology
-
-__all__ = ["Launch", "check_compat", "launch_topology", "precheck_ports"]
+__all__ = ["Launch", "precheck_ports", "refuse_running", "supervise"]
 
 # progress(name, phase, detail): phase in starting | waiting | healthy | failed | stopped
 Progress = Callable[[str, str, str], None]
@@ -55,11 +51,11 @@ def _port_taken(host: str, port: int) -> bool:
     return False
 
 
-def precheck_ports(plan: LaunchPlan) -> None:
+def precheck_ports(deployment: Deployment) -> None:
     """Fail before starting anything if a local process's port is already in use: otherwise a health
     probe could be answered by whatever holds the port, and the failure would surface late and vaguely."""
-    for proc in plan.processes():
-        if proc.ssh is not None or proc.executor is not None or not proc.bind_host:
+    for proc in deployment.processes():
+        if proc.executor != "local" or not proc.bind_host:
             continue
         for port in proc.ports:
             try:
@@ -86,23 +82,23 @@ def log_tail(record: dict[str, Any], lines: int = LOG_TAIL_LINES) -> str:
 class Launch:
     """One launch in progress: what was started, and the state file that records it."""
 
-    def __init__(self, plan: LaunchPlan, run_dir: Path, progress: Progress) -> None:
-        self.plan = plan
+    def __init__(self, deployment: Deployment, run_dir: Path, progress: Progress) -> None:
+        self.deployment = deployment
         self.run_dir = run_dir
         self.progress = progress
-        self.state = RunState(run_dir, plan)
+        self.state = RunState(run_dir, deployment)
         self.lock = threading.Lock()
 
     @classmethod
     def begin(
-        cls, plan: LaunchPlan, run_dir: Path, progress: Progress, topo: Topology
+        cls, deployment: Deployment, run_dir: Path, progress: Progress
     ) -> Launch:
         """A launch into RUN_DIR (local or slurm): refused while RUN_DIR's previous deployment runs; the
-        plan and the topology file are written to RUN_DIR before anything starts."""
+        rendered deployment and the topology file are written to RUN_DIR before anything starts."""
         refuse_running(run_dir)
-        launch = cls(plan, run_dir, progress)
-        write_plan(run_dir, plan)
-        launch.state.record_topology(topo)
+        launch = cls(deployment, run_dir, progress)
+        write_deployment(run_dir, deployment)
+        launch.state.record_topology(deployment.topo)  # with its --set overrides, if any
         return launch
 
     def start(self, proc: ProcessSpec) -> dict[str, Any]:
@@ -114,11 +110,11 @@ class Launch:
         return record
 
     def start_all(self, procs: list[ProcessSpec]) -> list[dict[str, Any]]:
-        """Start PROCS concurrently (remote starts are ssh round trips); records come back in plan order."""
+        """Start PROCS concurrently (remote starts are ssh round trips); records come back in start order."""
         with ThreadPoolExecutor(max_workers=min(16, max(1, len(procs)))) as pool:
             futures = [pool.submit(self.start, proc) for proc in procs]
         records = [f.result() for f in futures]  # re-raises the first start failure
-        order = {proc.name: i for i, proc in enumerate(self.plan.processes())}
+        order = {proc.name: i for i, proc in enumerate(self.deployment.processes())}
         with self.lock:
             self.state.doc["processes"].sort(key=lambda r: order.get(r["name"], len(order)))
             self.state.save()
@@ -186,9 +182,9 @@ class Launch:
     def run(self, timeout: float) -> None:
         started = time.monotonic()
         deadline = started + timeout
-        workers = self.start_all(self.plan.workers)
+        workers = self.start_all(self.deployment.workers)
         self.wait_healthy(workers, deadline, started, worker_health)
-        self.wait_router(self.start(self.plan.router), workers, deadline, started)
+        self.wait_router(self.start(self.deployment.router), workers, deadline, started)
 
 
 def refuse_running(run_dir: Path) -> None:
@@ -212,55 +208,33 @@ def refuse_running(run_dir: Path) -> None:
         )
 
 
-def launch_topology(
-    topo: Topology,
-    run_dir: str | Path | None = None,
+def supervise(
+    deployment: Deployment,
+    run_dir: Path,
     *,
     timeout: float = 600.0,
-    skip_compat: bool = False,
     detach: bool = True,
     progress: Progress | None = None,
     on_ready: Callable[[dict[str, Any]], None] | None = None,
     remember: bool = True,
-    preflight: bool = False,
-    on_preflight: Callable[[Any], None] | None = None,
-    slurm: bool = False,
-    warn: Callable[[str], None] | None = None,
     state: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Launch TOPO and return its state document once the router routes to every worker.
+    """Start DEPLOYMENT (rendered, past its verdicts) into RUN_DIR and return its state document once the
+    router routes to every worker.
 
     With detach=False, stay and watch the processes after that (calling ON_READY with the state first):
     Ctrl-C / SIGTERM / a process exiting tears everything down. On any failure everything started is
-    stopped and CheckFailed (exit 1) names the failing process with its log tail.
-    remember=False leaves `.pdctl/latest` alone: for a helper deployment (parity's reference topology)
-    that later `pdctl status/eval/down` without --run-dir must not pick up instead of the user's run.
-    PREFLIGHT: check the nodes first (pdctl.launch.gate; `pdctl launch` does unless --skip-preflight), with
-    ON_PREFLIGHT called with the report. SLURM: TOPO's nodes are Slurm nodes of the allocation this process
-    runs in (pdctl.launch.slurm.allocation binds them): nodes are asked and checked through srun, and every
-    process is an srun step started from here. WARN receives --skip-compat's notice. STATE: extra top-level
-    keys of state.json (the Slurm job, the nodes it was given)."""
+    stopped and CheckFailed (exit 1) names the failing process with its log tail. remember=False leaves
+    `.pdctl/latest` alone. STATE: extra top-level keys of state.json (the Slurm job, the nodes it was given)."""
     progress = progress or _quiet
-    topo, _ = gate(topo, skip_compat=skip_compat, ask=True, strict=True, slurm=slurm, warn=warn)
-    plan = render(topo, startup_timeout_s=int(timeout), slurm=slurm)
-    require_local_nodes(plan)  # before preflight: a node without ssh: can only be checked if it is this machine
-    require_runnable_here(plan)  # a CLI-only install: say which extra, before anything starts
-    path = Path(run_dir) if run_dir is not None else default_run_dir(topo.name)
-    if preflight:
-        from pdctl.launch.gate import preflight_gate
-
-        refuse_running(path)  # a live deployment there would fail preflight's port checks less clearly
-        nvlink_domain = preflight_gate(topo, slurm=slurm, on_report=on_preflight, shared_dir=path if slurm else None)
-        if nvlink_domain is not None:  # `transfer.nvlink: auto` renders by what preflight found
-            plan = render(topo, startup_timeout_s=int(timeout), nvlink_domain=nvlink_domain, slurm=slurm)
-    launch = Launch.begin(plan, path, progress, topo)
+    launch = Launch.begin(deployment, run_dir, progress)
     launch.state.doc.update(state or {})
     launch.state.save()
     if remember:
-        remember_latest(path)
+        remember_latest(run_dir)
     restore = _signals_to_interrupt() if not detach else None
     try:
-        precheck_ports(plan)
+        precheck_ports(deployment)
         launch.run(timeout)
         launch.state.set_status("running")
         if detach:

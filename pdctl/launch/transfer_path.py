@@ -1,7 +1,7 @@
 """Which path a running deployment's KV takes, read from its prefill servers' logs (`pdctl status`).
 
 Prefill writes KV into decode's memory, so the prefill side's transfer library says what it chose: UCX's
-protocol tables (launch renders UCX_PROTO_INFO=y for NIXL, pdctl.launch.render_transfer) name the
+protocol tables (pdctl.render.transfer renders UCX_PROTO_INFO=y for NIXL) name the
 transport/device per endpoint, Mooncake's init lines name its transport and address. The tables appear at the
 first KV transfer; before that the path is honestly "not known yet".
 """
@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pdctl.launch.executors.local import LocalExecutor
-from pdctl.launch.executors.ssh import SSHExecutor
+from pdctl.executors import executor_for
 from pdctl.preflight.parsers.mooncake_log import parse_mooncake_log
 from pdctl.preflight.parsers.ucx_proto import write_path
 
@@ -22,8 +21,7 @@ GREP_TIMEOUT_S = 20
 
 def _grep(record: dict[str, Any]) -> str:
     argv = ["grep", "-E", PATTERN, str(record["log"])]
-    executor: Any = SSHExecutor(record["host"], record["ssh"]) if record.get("executor") == "ssh" else LocalExecutor()
-    done = executor.run(argv, timeout=GREP_TIMEOUT_S)
+    done = executor_for(record).run(argv, timeout=GREP_TIMEOUT_S)
     return done.stdout if done.returncode in (0, 1) else ""
 
 

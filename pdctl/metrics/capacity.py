@@ -3,14 +3,13 @@
 SGLang reports the tokens its KV pool holds in /server_info (the scheduler's init info merged into the server
 args; /get_server_info on older releases); pdctl's reference engine serves the same key the same way. The
 estimate is pdctl.compat.capacity's, for the topology the run was launched from (its copy in the run
-directory). They agree when the real pool is within TOLERANCE of the estimate (the reference engine: equal,
+directory; pdctl.launch.status computes it). They agree when the real pool is within TOLERANCE of the estimate (the reference engine: equal,
 its pool is --max-total-tokens); a larger gap means something else took GPU memory or the estimate's inputs
 (GPU memory, mem_fraction_static) are not what the servers run with, and the status says so.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import requests
@@ -42,23 +41,6 @@ def server_tokens(url: str, timeout: float = TIMEOUT_S) -> tuple[int | None, str
     return None, "HTTP 404"
 
 
-def role_estimates(topology_path: Path) -> tuple[dict[str, Any], str | None, str | None]:
-    """(role name -> KvEstimate, engine kind, None) for the topology at TOPOLOGY_PATH, or ({}, None, why not)."""
-    from pdctl.compat.capacity import estimate
-    from pdctl.compat.effective import effective
-    from pdctl.errors import UserError
-    from pdctl.models import resolve_model_spec
-    from pdctl.topology import load_topology
-
-    try:
-        topo = load_topology(topology_path)
-        spec = resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
-        eff = effective(topo)
-    except (UserError, OSError) as exc:
-        return {}, None, f"no estimate ({exc})"
-    return {name: estimate(topo, spec, role) for name, role in eff.roles.items()}, topo.engine.kind, None
-
-
 def compare(actual: int | None, est: Any, *, exact: bool, why: str | None = None) -> dict[str, Any]:
     """The status entry: real tokens, estimate, ratio, and verdict agrees | differs | unknown."""
     expected = None if est is None else est.tokens
@@ -78,10 +60,11 @@ def compare(actual: int | None, est: Any, *, exact: bool, why: str | None = None
     return out
 
 
-def capacities(records: list[dict[str, Any]], topology_path: Path) -> dict[str, dict]:
-    """Process name -> its KV-capacity entry, for every HTTP-serving worker in RECORDS."""
-    estimates, kind, why = role_estimates(topology_path)
-    exact = kind == "reference"
+def capacities(records: list[dict[str, Any]], estimates: dict[str, Any], *, exact: bool,
+               why: str | None = None) -> dict[str, dict]:
+    """Process name -> its KV-capacity entry, for every HTTP-serving worker in RECORDS, against ESTIMATES (role
+    -> check-compat's KvEstimate; pdctl.launch.status computes them from the run's topology). EXACT: the
+    reference engine's pool is its --max-total-tokens; WHY: why there are no estimates."""
     out = {}
     for record in records:
         if not record.get("url"):

@@ -55,9 +55,6 @@ KV_LATENCY_MS_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
 KV_TOTAL_MB_BUCKETS = (1, 5, 10, 50, 100, 500, 1000, 5000, 10000)
 KV_SPEED_BUCKETS = (0.1, 0.5, 1, 5, 10, 25, 50, 100, 200, 400)
 
-SCHEDULER_LABELS = ("model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank")
-TOKENIZER_LABELS = ("model_name", "engine_type")
-
 # ---- sglang-router 0.3.x (its Rust exporter on --prometheus-port) ------------------------------------
 ROUTER_REQUESTS_ROUTED = "smg_router_requests_total"  # generation requests routed (not health checks)
 ROUTER_DURATION = "smg_router_request_duration_seconds"  # per routed request, end to end

@@ -32,9 +32,9 @@ def worker_targets(records: list[dict[str, Any]]) -> list[Target]:
     return [Target(r["name"], "engine", r["url"].rstrip("/") + "/metrics") for r in records if r.get("url")]
 
 
-def router_target(state: dict[str, Any], plan: dict[str, Any] | None) -> Target:
-    """The router's metrics endpoint: recorded, else derived from its argv in plan.json."""
-    router, planned = state.get("router") or {}, (plan or {}).get("router") or {}
+def router_target(state: dict[str, Any], deployment: dict[str, Any] | None) -> Target:
+    """The router's metrics endpoint: recorded, else derived from its argv in the rendered deployment (plan.json)."""
+    router, planned = state.get("router") or {}, (deployment or {}).get("router") or {}
     records = [r for r in state.get("processes", []) if r.get("url")]
     workers = tuple(r["url"] for r in records if r.get("role") == "decode") or tuple(r["url"] for r in records)
     url = router.get("metrics_url") or planned.get("metrics_url")

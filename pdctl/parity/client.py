@@ -12,12 +12,11 @@ from typing import Any
 
 import requests
 
-from pdctl.errors import CheckFailed, UserError
+from pdctl.errors import CheckFailed
 from pdctl.parity.prompts import Prompt
 
 GENERATE_TIMEOUT_S = 300.0
 FLUSH_TIMEOUT_S = 60.0
-INFO_TIMEOUT_S = 10.0
 
 
 def generate_body(prompt: Prompt, *, max_new_tokens: int, logprob_start_len: int = 0) -> dict[str, Any]:
@@ -64,30 +63,3 @@ def flush_cache(url: str) -> None:
         raise CheckFailed(f"{url}: /flush_cache failed: {exc}") from exc
     if response.status_code != 200:
         raise CheckFailed(f"{url}: /flush_cache answered HTTP {response.status_code}", detail=response.text[-500:])
-
-
-def get_json(url: str, *paths: str) -> dict[str, Any] | None:
-    """The first of PATHS on URL that answers a JSON object (SGLang renamed /get_server_info to /server_info)."""
-    for path in paths:
-        try:
-            response = requests.get(url.rstrip("/") + path, timeout=INFO_TIMEOUT_S)
-        except requests.RequestException:
-            continue
-        if response.status_code == 200:
-            try:
-                doc = response.json()
-            except ValueError:
-                continue
-            if isinstance(doc, dict):
-                return doc
-    return None
-
-
-def check_reachable(url: str, what: str) -> None:
-    """Fail with exit 2 when a URL the user gave does not answer at all (CLI.md: unreachable URL = bad input)."""
-    if not url.startswith(("http://", "https://")):
-        raise UserError(f"{what} {url!r} is not an http(s) URL")
-    try:
-        requests.get(url.rstrip("/") + "/health", timeout=INFO_TIMEOUT_S)
-    except requests.RequestException as exc:
-        raise UserError(f"{what} {url} is unreachable: {exc}") from exc

@@ -11,6 +11,8 @@ import html
 import math
 from pathlib import Path
 
+from pdctl import htmlreport
+from pdctl.htmlreport import figure_png_base64, pyplot
 from pdctl.parity.compare import Comparison
 from pdctl.parity.results import ModeResult, ParityResult
 
@@ -29,8 +31,6 @@ def _log_bottom(values: list[float], tolerance: float) -> float:
 
 def plot_figure(result: ParityResult):
     """One panel per mode: |Δ logprob| of every comparison at each position, control in grey."""
-    from pdctl.htmlreport import pyplot
-
     plt = pyplot()
     modes = list(result.modes.values())
     fig, axes = plt.subplots(1, max(1, len(modes)), figsize=(5.2 * max(1, len(modes)), 4.0), squeeze=False)
@@ -117,8 +117,6 @@ def _mode_table(mode: ModeResult) -> str:
 
 def render_html(result: ParityResult) -> str:
     """The whole report as one HTML string (the plot inlined as a base64 PNG)."""
-    from pdctl.htmlreport import figure_png_base64
-
     png = figure_png_base64(plot_figure(result), dpi=100)
     verdict = "PASS" if result.ok else "FAIL"
     return f"""<!DOCTYPE html>
@@ -141,6 +139,4 @@ suite computed from: {html.escape(result.facts or 'prompts file')}</p>
 
 def write_report(result: ParityResult, path: str | Path) -> Path:
     """Write the HTML report to PATH (bad path = exit 2)."""
-    from pdctl import htmlreport
-
     return htmlreport.write_report(render_html(result), path)

@@ -21,8 +21,6 @@ from typing import Any
 
 from pdctl.parity.compare import Comparison
 
-MODES = ("cold", "warm", "concurrent")
-
 
 def _finite(value: float | None) -> float | None:
     """JSON has no Infinity: a delta that could not be measured (missing logprob) is written as null."""

@@ -25,9 +25,9 @@ from typing import Any
 from pdctl.errors import CheckFailed
 from pdctl.parity import client
 from pdctl.parity.compare import Comparison, compare
-from pdctl.parity.endpoints import Target
 from pdctl.parity.prompts import Prompt, shared_prefix_variant
 from pdctl.parity.results import ModeResult, ParityResult
+from pdctl.target import Target
 
 
 @dataclass(frozen=True)

@@ -15,18 +15,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from pdctl.errors import CheckFailed, UserError
-from pdctl.liveness import require_alive
-from pdctl.parity import client
-from pdctl.parity.endpoints import (
-    Target,
-    discover_workers,
-    launched_reference,
-    target_from_run_dir,
-    target_from_url,
-)
+from pdctl.launch.scoped import launched_reference
+from pdctl.liveness import check_run
+from pdctl.models import resolve_model_spec
 from pdctl.parity.prompts import Prompt, SuiteFacts, default_suite, facts_from_info, load_prompts_file
 from pdctl.parity.results import ParityResult
 from pdctl.parity.runner import ParityOptions, Progress, ProgressUpdate, run_parity
+from pdctl.target import Target, get_json, resolve
 
 
 @dataclass
@@ -73,35 +68,17 @@ class ParityRequest:
 def candidate_target(req: ParityRequest) -> Target:
     """The candidate deployment: a URL (with optional decode/prefill URLs) or a run dir's state.json.
 
-    UserError (exit 2) when it does not answer at all.
+    UserError (exit 2) when it does not answer at all; CheckFailed (exit 1) naming a dead process of the run.
     """
-    if req.candidate_url is not None:
-        client.check_reachable(req.candidate_url, "candidate")  # before asking it for its workers
-        return _url_target(req.candidate_url, req.decode_urls, req.prefill_urls)
-    from pdctl.runs import resolve_run_dir
-
-    require_alive(resolve_run_dir(req.run_dir), "parity")  # a dead worker is named now, before any prompt
-    target = target_from_run_dir(req.run_dir)
-    client.check_reachable(target.url, "candidate")
-    return target
-
-
-def _url_target(url: str, decode: tuple[str, ...], prefill: tuple[str, ...]) -> Target:
-    """A server URL with the workers behind it: those named, else those a PD router lists (GET /workers), so
-    that warm flushes only decode and server facts come from a prefill, as with --run-dir."""
-    if not decode and not prefill:
-        found_prefill, found_decode = discover_workers(client.get_json(url, "/workers"))
-        if found_prefill and found_decode:
-            prefill, decode = tuple(found_prefill), tuple(found_decode)
-    return target_from_url(url, decode_urls=decode, prefill_urls=prefill)
+    return resolve(req.candidate_url, req.run_dir, what="candidate", doing="parity",
+                   decode_urls=req.decode_urls, prefill_urls=req.prefill_urls)
 
 
 @contextlib.contextmanager
 def reference_target(req: ParityRequest) -> Iterator[Target]:
     """The reference: a URL (UserError when it does not answer), or a topology launched for the block."""
     if req.reference_url is not None:
-        client.check_reachable(req.reference_url, "reference")
-        yield _url_target(req.reference_url, (), ())  # a PD reference (full-cache control) is a router too
+        yield resolve(req.reference_url, None, what="reference")  # a PD reference (full-cache control): a router too
         return
     assert req.reference_topology is not None
     if not Path(req.reference_topology).is_file():
@@ -116,8 +93,6 @@ def _model_spec_facts(model: str, *, strict: bool = True) -> dict[str, int | Non
     STRICT=False (a model_path a server reported, which may not exist on this machine) returns {} instead
     of raising when the spec cannot be resolved.
     """
-    from pdctl.models import resolve_model_spec
-
     path = Path(model)
     cfg = SimpleNamespace(path=model, revision=None, config=str(path) if path.is_file() else None, preset=None)
     try:
@@ -130,8 +105,8 @@ def _model_spec_facts(model: str, *, strict: bool = True) -> dict[str, int | Non
 
 
 def _info(target: Target) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    return (client.get_json(target.info_url, "/server_info", "/get_server_info"),
-            client.get_json(target.info_url, "/model_info", "/get_model_info"))
+    return (get_json(target.info_url, "/server_info", "/get_server_info"),
+            get_json(target.info_url, "/model_info", "/get_model_info"))
 
 
 def gather_facts(candidate: Target, reference: Target, req: ParityRequest) -> SuiteFacts:
@@ -190,11 +165,8 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
         try:
             result = run_parity(candidate, reference, prompts, opts, progress)
         except CheckFailed as exc:  # a request failed: if a process of the run died, that is the news
-            if req.candidate_url is None:
-                from pdctl.liveness import check_run
-                from pdctl.runs import resolve_run_dir
-
-                verdict = check_run(resolve_run_dir(req.run_dir))
+            if candidate.run_dir is not None:
+                verdict = check_run(candidate.run_dir)
                 if not verdict.ok:
                     raise verdict.error(f"parity stopped ({exc.message})") from exc
             raise

@@ -1,4 +1,5 @@
-"""What every family of checks reads: the topology, the model spec check-compat uses, and each node's facts."""
+"""What every family of checks reads: the rendered deployment (and its topology), the model spec check-compat
+uses, and each node's facts."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pdctl.preflight.report import Check
 if TYPE_CHECKING:
     from pdctl.models import ModelSpec
     from pdctl.preflight.gather import NodeFacts
+    from pdctl.render.spec import Deployment
     from pdctl.topology import Topology
 
 NodeCheck = tuple[str, Check]  # (node name, check)
@@ -20,7 +22,7 @@ SERVER_ROLES = ("prefill", "decode", "colocated")
 class Context:
     """One preflight's inputs."""
 
-    topo: Topology
+    deployment: Deployment
     spec: ModelSpec | None  # None when the topology's model resolves to nothing here (spec_error says why)
     spec_error: str | None
     facts: dict[str, NodeFacts]
@@ -29,6 +31,10 @@ class Context:
     # file the launching machine wrote -> its content: every node must read the same (a shared run dir)
     shared_files: dict[str, str] = field(default_factory=dict)
     needed_dirs: dict[str, str] = field(default_factory=dict)  # what -> a directory every node must have
+
+    @property
+    def topo(self) -> Topology:
+        return self.deployment.topo
 
     def reached(self, node: str) -> bool:
         return self.facts[node].ok

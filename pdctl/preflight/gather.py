@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pdctl.launch.executors import Executor, node_executor
-from pdctl.launch.plan import node_python
-from pdctl.launch.render_sglang import model_path
+from pdctl.executors import Executor, node_executor
 from pdctl.preflight import probe
-from pdctl.topology.placement import place, port_bindings
+from pdctl.topology.placement import port_bindings
+from pdctl.transfer.registry import BACKENDS, backend
 
 if TYPE_CHECKING:
-    from pdctl.topology import Node, Topology
+    from pdctl.render.spec import Deployment
+    from pdctl.topology import Node
 
 PROBE_SOURCE = Path(probe.__file__).read_text(encoding="utf-8")
 SSH_FAILURE = 255
@@ -44,10 +44,11 @@ class NodeFacts:
         return self.error is None
 
 
-def node_roles(topo: Topology) -> dict[str, list[str]]:
+def node_roles(deployment: Deployment) -> dict[str, list[str]]:
     """Node -> the roles it runs (prefill / decode / colocated / router), in placement order."""
+    topo = deployment.topo
     out: dict[str, list[str]] = {n.name: [] for n in topo.nodes}
-    for placement in place(topo):
+    for placement in deployment.placements:
         for slot in placement.slots:
             if placement.role not in out[slot.node]:
                 out[slot.node].append(placement.role)
@@ -55,19 +56,15 @@ def node_roles(topo: Topology) -> dict[str, list[str]]:
     return out
 
 
-def engine_python(topo: Topology, node: Node, *, slurm: bool = False) -> str:
-    """The interpreter the node's servers run with (what launch renders for this engine)."""
-    return node_python(topo, node, slurm=slurm) if topo.engine.kind == "reference" else topo.engine.python
-
-
 def _looks_like_path(path: str) -> bool:
     return path.startswith((".", "/", "~")) or Path(path).expanduser().is_dir()
 
 
-def probe_args(topo: Topology, node: Node, roles: list[str], peers: list[str],
+def probe_args(deployment: Deployment, node: Node, roles: list[str], peers: list[str],
                read: list[str] | None = None, dirs: list[str] | None = None) -> dict[str, Any]:
     """What to look at on NODE: its ports, the model (if it runs a server role), peers to resolve and route,
     the files READ and directories DIRS (what a Slurm job's nodes must share with the launching machine)."""
+    topo = deployment.topo
     workers = [r for r in roles if r != "router"]
     args: dict[str, Any] = {
         "read_files": list(read or []),
@@ -76,15 +73,16 @@ def probe_args(topo: Topology, node: Node, roles: list[str], peers: list[str],
         "routes": sorted(set(peers) - {node.address}),
         "ports": [],
         "gpu": node.gpu != "cpu" or topo.engine.kind == "sglang",
-        "ucx": topo.is_pd and topo.transfer.backend == "nixl" and bool(workers),
+        "ucx": topo.is_pd and backend(topo.transfer.backend).ucx and bool(workers),
+        "packages": {b.name: list(b.distributions) for b in BACKENDS.values()},
         "disk": [],
     }
-    for name, port, what in port_bindings(topo):
+    for name, port, what in port_bindings(topo, deployment.placements):
         if name == node.name:
             host = topo.router.host if what in ("router", "router metrics") else node.address
             args["ports"].append([host, port])
     if workers:
-        path = model_path(topo)
+        path = deployment.model_path
         if _looks_like_path(path):
             args["model"] = path
             args["disk"].append(path)
@@ -94,9 +92,10 @@ def probe_args(topo: Topology, node: Node, roles: list[str], peers: list[str],
     return args
 
 
-def peers_of(topo: Topology, roles: dict[str, list[str]]) -> dict[str, list[str]]:
+def peers_of(deployment: Deployment, roles: dict[str, list[str]]) -> dict[str, list[str]]:
     """Node -> the advertised addresses it must reach: decode and prefill reach each other (bootstrap, KV
     transfer, notifications), the router reaches every server."""
+    topo = deployment.topo
     by_role: dict[str, set[str]] = {}
     for name, rs in roles.items():
         for role in rs:
@@ -129,19 +128,22 @@ def run_probe(executor: Executor, python: str, args: dict[str, Any], timeout: fl
     return {}, f"the probe failed with exit {done.returncode}: {tail}", "probe"
 
 
-def gather(topo: Topology, *, timeout: float = 60.0, slurm: bool = False, read: list[str] | None = None,
+def gather(deployment: Deployment, *, timeout: float = 60.0, read: list[str] | None = None,
            dirs: list[str] | None = None) -> dict[str, NodeFacts]:
-    """Probe every node in parallel (each also reads the files READ, looks for the directories DIRS);
+    """Probe every node in parallel, each through the executor the deployment's kind reaches it with, with the
+    interpreter its servers run with (each also reads the files READ, looks for the directories DIRS);
     node -> NodeFacts (in topology order)."""
-    roles = node_roles(topo)
-    peers = peers_of(topo, roles)
+    topo = deployment.topo
+    roles = node_roles(deployment)
+    peers = peers_of(deployment, roles)
 
     def one(node: Node) -> NodeFacts:
-        executor = node_executor(node, slurm=slurm, topo=topo)
-        python = engine_python(topo, node, slurm=slurm)
+        executor = node_executor(node, kind=deployment.executor, topo=topo)
+        python = deployment.pythons[node.name]
         started = time.monotonic()
         facts, error, kind = run_probe(
-            executor, python, probe_args(topo, node, roles[node.name], peers[node.name], read, dirs), timeout
+            executor, python, probe_args(deployment, node, roles[node.name], peers[node.name], read, dirs),
+            timeout
         )
         return NodeFacts(node.name, executor.kind, python, time.monotonic() - started, facts, error, kind)
 

@@ -26,24 +26,23 @@ IMEX_DIR = "/dev/nvidia-caps-imex-channels"
 PCI_ROOT = "/sys/bus/pci/devices"
 NVIDIA_VENDOR = "0x10de"
 GPU_CLASSES = ("0x0300", "0x0302")  # VGA / 3D controller
-# distribution names -> the fact key (first one installed wins)
+# the fact key -> distribution names (first one installed wins); the transfer backends' come with the arguments
+# (pdctl.transfer.registry: the probe runs alone on the node, with nothing of pdctl to import)
 PACKAGES = {
     "sglang": ("sglang",),
-    "nixl": ("nixl", "nixl-cu12", "nixl-cu13"),
-    "mooncake": ("mooncake-transfer-engine", "mooncake-transfer-engine-non-cuda"),
     "torch": ("torch",),
     "sglang_router": ("sglang-router",),
 }
 CONFIG_MAX_BYTES = 4 << 20
 
 
-def package_versions() -> dict:
-    """Installed versions (importlib.metadata: no import of heavy packages), and pdctl's by importing it
-    (what a reference-engine server would run)."""
+def package_versions(more: dict | None = None) -> dict:
+    """Installed versions (importlib.metadata: no import of heavy packages) of PACKAGES and MORE (key ->
+    distribution names), and pdctl's by importing it (what a reference-engine server would run)."""
     from importlib import metadata
 
     out: dict = {}
-    for key, names in PACKAGES.items():
+    for key, names in {**PACKAGES, **(more or {})}.items():
         out[key] = None
         for name in names:
             try:
@@ -247,7 +246,7 @@ def main(args: dict) -> dict:
         "hostname": socket.gethostname(),
         "python": {"executable": sys.executable, "version": platform.python_version(),
                    "machine": platform.machine()},
-        "packages": package_versions(),
+        "packages": package_versions(args.get("packages")),
         "ip_addr": run(["ip", "-o", "addr", "show"], timeout),
         "resolve": resolve(args.get("resolve", [])),
         "routes": {a: route(a, timeout) for a in args.get("routes", [])},

@@ -1,9 +1,15 @@
-"""run_preflight(topo): gather facts from every node, run every family of checks, then the cross-node
-transfer test; the PreflightReport is the verdict `pdctl preflight` prints and `pdctl launch` obeys."""
+"""run_preflight(deployment): gather facts from every node, run every family of checks, then the cross-node
+transfer test; the PreflightReport is the verdict `pdctl preflight` prints and `pdctl launch` obeys.
+
+Preflight reads the rendered deployment (pdctl.render): which nodes run which roles, the interpreter and model
+path the servers are given, the ports they bind, the KV transfer path's environment. It renders and places
+nothing itself, so it checks exactly what launch starts."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -12,15 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 from pdctl import __version__
 from pdctl.errors import UserError
-from pdctl.launch.render_transfer import use_nvlink
+from pdctl.models import resolve_model_spec
 from pdctl.preflight.checks import FAMILIES
 from pdctl.preflight.checks.gpu import inventory, nvlink_domain
 from pdctl.preflight.context import Context
 from pdctl.preflight.gather import gather, node_roles
 from pdctl.preflight.report import Check, NodeReport, PreflightReport, TransferResult, failed, passed
 from pdctl.preflight.transfer import MIN_SHARE_OF_LINK, node_pairs, run_pair
+from pdctl.render.transfer import NVLINK_NOTE, with_nvlink
 
 if TYPE_CHECKING:
+    from pdctl.render.spec import Deployment
     from pdctl.topology import Topology
 
 Progress = Callable[[str], None]
@@ -29,8 +37,6 @@ SHARED_TOKEN_FILE = ".pdctl-shared-check"
 
 
 def _spec(topo: Topology) -> tuple[Any, str | None]:
-    from pdctl.models import resolve_model_spec
-
     try:
         return resolve_model_spec(topo.model, engine_kind=topo.engine.kind), None
     except UserError as exc:
@@ -38,50 +44,51 @@ def _spec(topo: Topology) -> tuple[Any, str | None]:
 
 
 def run_preflight(
-    topo: Topology,
+    deployment: Deployment,
     *,
     skip_transfer: bool = False,
     tokens: int = DEFAULT_TOKENS,
     timeout: float = 60.0,
-    slurm: bool = False,
     progress: Progress | None = None,
     shared_dir: Path | None = None,
 ) -> PreflightReport:
-    """Check every node of TOPO through its executor (ssh / local / srun with SLURM), in parallel with
-    TIMEOUT per node, then (unless SKIP_TRANSFER) move a TOKENS-token request's KV between each prefill and
-    each decode node. SHARED_DIR: a directory every node must share with this machine (a Slurm job's run
-    dir): a token written there must read back the same on every node (pdctl.preflight.checks.shared)."""
+    """Check every node of DEPLOYMENT through the executor its kind reaches it with (ssh / local / srun), in
+    parallel with TIMEOUT per node, then (unless SKIP_TRANSFER) move a TOKENS-token request's KV between each
+    prefill and each decode node, with the environment the deployment gives the transfer path. SHARED_DIR: a
+    directory every node must share with this machine (a Slurm job's run dir): a token written there must
+    read back the same on every node (pdctl.preflight.checks.shared)."""
     say = progress or (lambda _msg: None)
     started = time.monotonic()
+    topo = deployment.topo
     spec, spec_error = _spec(topo)
     say(f"probing {len(topo.nodes)} node(s)")
     shared_dir = shared_dir if topo.engine.container is None else None  # the probe sees the image's files
     needed = job_dirs() if shared_dir is not None else {}
     with shared_token(shared_dir) as shared:
-        facts = gather(topo, timeout=timeout, slurm=slurm, read=list(shared), dirs=list(needed.values()))
-    ctx = Context(topo, spec, spec_error, facts, node_roles(topo), __version__, shared_files=shared,
+        facts = gather(deployment, timeout=timeout, read=list(shared), dirs=list(needed.values()))
+    ctx = Context(deployment, spec, spec_error, facts, node_roles(deployment), __version__, shared_files=shared,
                   needed_dirs=needed)
     by_node: dict[str, list[Check]] = {n.name: [] for n in topo.nodes}
     for family in FAMILIES:
         for node, check in family.run(ctx):
             by_node[node].append(check)
     shared = nvlink_domain(ctx)
-    nvlink, note = use_nvlink(topo, shared)
+    adjusted = with_nvlink(deployment, shared)  # transfer.nvlink: auto, decided by what the nodes said
     report = PreflightReport(
         topology=topo.name,
         nodes=[NodeReport(n.name, n.host, ctx.roles[n.name], by_node[n.name], _summary(ctx, n.name))
                for n in topo.nodes],
         nvlink_domain=shared,
-        notes=[note] if note else [],
+        notes=[n for n in adjusted.notes if n.startswith(NVLINK_NOTE)],
     )
     if topo.is_pd and not skip_transfer:
         unreached = [n for n, f in facts.items() if not f.ok]
-        for source, target in node_pairs(topo):
+        for source, target in node_pairs(deployment):
             if source in unreached or target in unreached:
                 report.notes.append(f"transfer {source} -> {target} not run: a node was not reached")
                 continue
             say(f"transfer {source} -> {target} ({topo.transfer.backend}, {tokens} tokens)")
-            result = run_pair(ctx, source, target, tokens=tokens, nvlink=nvlink, slurm=slurm)
+            result = run_pair(ctx, adjusted, source, target, tokens=tokens)
             report.transfers.append(result)
             _node(report, source).checks.extend(transfer_checks(result, topo.node(source).address !=
                                                                  topo.node(target).address))
@@ -94,9 +101,6 @@ def run_preflight(
 def job_dirs() -> dict[str, str]:
     """What -> directory every node of a Slurm launch must have: the working directory its steps start in,
     and the Python environment the job's pdctl (and its reference engine and router) run from."""
-    import os
-    import sys
-
     return {"working directory": os.getcwd(), "Python environment running pdctl": sys.prefix}
 
 

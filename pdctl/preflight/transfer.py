@@ -15,33 +15,33 @@ import queue
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
-from pdctl.launch.executors import node_executor
-from pdctl.launch.render_transfer import UCX_PATH_ENV, protocol_env, transfer_env
-from pdctl.preflight.gather import engine_python
+from pdctl.executors import node_executor
+from pdctl.plan.request import config_from_topology
+from pdctl.preflight.parsers.ib_sysfs import parse_ib_sysfs
 from pdctl.preflight.parsers.iproute import parse_ip_route_get
 from pdctl.preflight.parsers.mooncake_log import parse_mooncake_log
 from pdctl.preflight.parsers.ucx_proto import write_path
 from pdctl.preflight.report import TransferResult
-from pdctl.topology.placement import place
+from pdctl.transfer.registry import backend
 
 if TYPE_CHECKING:
     from pdctl.preflight.context import Context
+    from pdctl.render.spec import Deployment
     from pdctl.topology import Topology
 
-# UCX prints its protocol tables to stderr (unbuffered: they arrive even if the process is killed).
-PATH_ENV = dict(UCX_PATH_ENV)
 BENCH_TIMEOUT_S = 120.0
 # A measured rate under this share of the link's nominal rate means the bytes did not take that link.
 MIN_SHARE_OF_LINK = 0.1
 NVLINK_GBPS = 100.0  # a conservative per-pair floor for multi-node NVLink (GB200/GB300 NVL72: ~900 GB/s per GPU)
 
 
-def node_pairs(topo: Topology) -> list[tuple[str, str]]:
+def node_pairs(deployment: Deployment) -> list[tuple[str, str]]:
     """(prefill node, decode node) of every prefill replica's head node x decode replica's head node."""
-    placements = place(topo)
+    placements = deployment.placements
     prefill = list(dict.fromkeys(p.slots[0].node for p in placements if p.role == "prefill"))
     decode = list(dict.fromkeys(p.slots[0].node for p in placements if p.role == "decode"))
     return [(p, d) for p in prefill for d in decode]
@@ -124,25 +124,28 @@ class Relay:
 
 def bench_config(topo: Topology, tokens: int, source: str, target: str) -> Any:
     """bench-transfer's config for TOPO's planned request, one round, the two nodes' addresses."""
-    from pdctl.bench.transfer.config import config_from_topology
-
     cfg = config_from_topology(topo, backend=None, tokens=tokens, repeats=1)
     return replace(cfg, prefill_host=topo.node(source).address, decode_host=topo.node(target).address,
                    timeout=BENCH_TIMEOUT_S)
 
 
-def run_pair(ctx: Context, source: str, target: str, *, tokens: int, nvlink: bool,
-             slurm: bool = False) -> TransferResult:
-    """The transfer test for one (prefill node, decode node) pair."""
-    topo = ctx.topo
-    env = {**protocol_env(topo), **topo.engine.env, **transfer_env(topo, nvlink, "prefill"), **PATH_ENV}
+def run_pair(ctx: Context, deployment: Deployment, source: str, target: str, *, tokens: int) -> TransferResult:
+    """The transfer test for one (prefill node, decode node) pair, with the environment DEPLOYMENT gives its
+    prefill servers' transfer path (UCX's transports for tcp, NVLink decided), on the interpreters its servers
+    run with."""
+    topo = deployment.topo
+    nvlink = deployment.nvlink
+    # engine.env wins over the transfer path's environment, as in the servers' commands; the backend's path
+    # reporting last: the test must learn the path even if engine.env silences it
+    env = {**deployment.transfer_env.get("prefill", {}), **topo.engine.env, **backend(topo.transfer.backend).path_env}
     cfg = bench_config(topo, tokens, source, target)
     src_node, dst_node = topo.node(source), topo.node(target)
+    python = deployment.pythons
     base = TransferResult(source, target, topo.transfer.backend, "unknown", None, 0.0, 0.0, False)
-    peer = node_executor(dst_node, slurm=slurm, topo=ctx.topo).popen(
-        [engine_python(topo, dst_node, slurm=slurm), "-m", "pdctl.bench.transfer.peer"], env=env)
-    driver = node_executor(src_node, slurm=slurm, topo=ctx.topo).popen(
-        [engine_python(topo, src_node, slurm=slurm), "-m", "pdctl.bench.transfer.remote"], env=env)
+    peer = node_executor(dst_node, kind=deployment.executor, topo=topo).popen(
+        [python[target], "-m", "pdctl.bench.transfer.peer"], env=env)
+    driver = node_executor(src_node, kind=deployment.executor, topo=topo).popen(
+        [python[source], "-m", "pdctl.bench.transfer.remote"], env=env)
     relay = Relay(driver, peer)
     try:
         relay._write(driver, json.dumps(asdict(cfg)))
@@ -152,7 +155,7 @@ def run_pair(ctx: Context, source: str, target: str, *, tokens: int, nvlink: boo
     if doc is None or "error" in doc:
         why = (doc or {}).get("error") or "the prefill side ended without a result"
         if "No module named 'pdctl'" in relay.text("driver") + relay.text("peer"):
-            why = (f"pdctl is not importable by {engine_python(topo, src_node, slurm=slurm)} on the nodes: the transfer test runs "
+            why = (f"pdctl is not importable by {python[source]} on the nodes: the transfer test runs "
                    "bench-transfer there (install pdctl in the engine's environment, or --skip-transfer)")
         tails = "; ".join(f"{k}: {relay.text(k).strip()[-400:]}" for k in ("driver", "peer") if relay.text(k).strip())
         return replace(base, error=f"{why}" + (f" ({tails})" if tails else ""))
@@ -175,14 +178,24 @@ def run_pair(ctx: Context, source: str, target: str, *, tokens: int, nvlink: boo
 
 
 def _path(ctx: Context, topo: Topology, source: str, target: str, log: str) -> tuple[str, bool | None]:
-    """(what carried the bytes, whether it crossed from one machine to another) from the prefill side's log."""
+    """(what carried the bytes, whether it crossed from one machine to another) from the prefill side's log,
+    read the way the backend's registry entry says its log tells the path (PATH_READERS)."""
+    return PATH_READERS[backend(topo.transfer.backend).path_log](ctx, topo, source, target, log)
+
+
+def _ucx_path(ctx: Context, topo: Topology, source: str, target: str, log: str) -> tuple[str, bool | None]:
+    """UCX's protocol tables (UCX_PROTO_INFO): the lanes the writes took."""
     same_address = topo.node(source).address == topo.node(target).address
-    if topo.transfer.backend == "nixl":
-        path = write_path(log)
-        if path is None:
-            return "unknown (UCX printed no protocol table)", None
-        return path.describe(), path.crosses_nodes and not same_address and not any(
-            lane.endswith("/lo") for lane in path.lanes)
+    path = write_path(log)
+    if path is None:
+        return "unknown (UCX printed no protocol table)", None
+    return path.describe(), path.crosses_nodes and not same_address and not any(
+        lane.endswith("/lo") for lane in path.lanes)
+
+
+def _mooncake_path(ctx: Context, topo: Topology, source: str, target: str, log: str) -> tuple[str, bool | None]:
+    """Mooncake's transport lines, and the kernel's route from the source node to the target."""
+    same_address = topo.node(source).address == topo.node(target).address
     setups = parse_mooncake_log(log)
     kind = setups[0].transport if setups and setups[0].transport else "unknown transport"
     route = parse_ip_route_get(((ctx.fact(source, "routes") or {}).get(topo.node(target).address) or {}).get("out", ""))
@@ -191,13 +204,19 @@ def _path(ctx: Context, topo: Topology, source: str, target: str, log: str) -> t
     return f"mooncake {kind}{via}", crosses
 
 
+# a backend's `path_log` (pdctl.transfer.registry) -> how its prefill log says which path the bytes took
+PATH_READERS: dict[str, Callable[[Context, Topology, str, str, str], tuple[str, bool | None]]] = {
+    "ucx": _ucx_path,
+    "mooncake": _mooncake_path,
+}
+
+
 def expected_gbps(ctx: Context, source: str, target: str, nvlink: bool) -> float | None:
     """The nominal rate of the link the transfer should use (None when unknown, e.g. DRAM over TCP)."""
     if nvlink:
         return NVLINK_GBPS
     if ctx.topo.engine.kind == "reference" or ctx.topo.transfer.protocol != "rdma":
         return None
-    from pdctl.preflight.parsers.ib_sysfs import parse_ib_sysfs
 
     rates = []
     for node in (source, target):

@@ -6,6 +6,7 @@ import argparse
 from dataclasses import dataclass, field
 
 from pdctl.reference.config import KV_LAYOUTS as LAYOUTS
+from pdctl.transfer.registry import DEFAULT, NAMES
 
 NUMERICS = ("exact", "gpu-like")  # pdctl.reference.numerics implements them (it imports torch; this must not)
 DEFAULT_CHUNKED_PREFILL_SIZE = 4096
@@ -26,7 +27,7 @@ class ServerArgs:
     kv_cache_dtype: str = "auto"
     kv_layout: str = "nhd"
     disable_hybrid_swa_memory: bool = False
-    disaggregation_transfer_backend: str = "nixl"
+    disaggregation_transfer_backend: str = DEFAULT
     disaggregation_bootstrap_port: int = 8998
     disaggregation_decode_enable_radix_cache: bool = False
     disable_radix_cache: bool = False
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--kv-cache-dtype", default="auto", choices=KV_DTYPES)
     a("--kv-layout", default="nhd", choices=list(LAYOUTS))
     a("--disable-hybrid-swa-memory", action="store_true")
-    a("--disaggregation-transfer-backend", default="nixl", choices=["nixl", "mooncake"])
+    a("--disaggregation-transfer-backend", default=DEFAULT, choices=list(NAMES))
     a("--disaggregation-bootstrap-port", type=int, default=8998)
     a("--disaggregation-decode-enable-radix-cache", action="store_true")
     a("--disable-radix-cache", action="store_true")

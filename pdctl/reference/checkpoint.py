@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pdctl.errors import UserError
+from pdctl.extras import require
 from pdctl.reference.config import MODEL_TYPE, ModelConfig, default_layer_types, load_config
 
 DEFAULT_CONFIG: dict[str, Any] = {
@@ -51,7 +52,6 @@ def init_checkpoint(path: str | Path, seed: int = 0, **overrides: Any) -> Path:
     if "num_hidden_layers" in overrides and "layer_types" not in overrides:
         doc["layer_types"] = default_layer_types(int(doc["num_hidden_layers"]))
     cfg = ModelConfig.from_dict(doc, source="init_checkpoint")
-    from pdctl.extras import require
 
     require("torch", "safetensors", what="writing a reference checkpoint")  # before creating anything
     out = Path(path)

@@ -36,11 +36,6 @@ class ModelConfig:
     bos_token_id: int
     eos_token_id: int
 
-    @property
-    def q_per_kv(self) -> int:
-        """Query heads per KV head (GQA group size)."""
-        return self.num_attention_heads // self.num_key_value_heads
-
     def is_sliding(self, layer: int) -> bool:
         """Whether LAYER uses sliding-window attention."""
         return self.layer_types[layer] == "sliding_attention"

@@ -75,7 +75,6 @@ def build_engine(args: ServerArgs) -> Engine:
         host=args.host,
         transfer_backend=args.disaggregation_transfer_backend,
         bootstrap_port=args.disaggregation_bootstrap_port,
-        decode_enable_radix_cache=args.disaggregation_decode_enable_radix_cache,
         transfer_timeout=args.transfer_timeout,
         unsafe_skip_handshake_checks=args.unsafe_skip_handshake_checks,
         kv_cache_dtype=args.kv_cache_dtype,

@@ -134,10 +134,6 @@ class KVPool:
         """item_len for each entry of kv_ptrs()."""
         return [self.item_len] * (2 * len(self.layer_ids))
 
-    def data_lens(self) -> list[int]:
-        """Bytes of each region of kv_ptrs() (num_pages * item_len)."""
-        return [self.num_pages * self.item_len] * (2 * len(self.layer_ids))
-
     def has_layer(self, layer: int) -> bool:
         """Whether LAYER's K/V live in this pool."""
         return layer in self._local
@@ -253,6 +249,3 @@ class SeqPages:
     full: list[int]
     swa: list[int]
 
-    def swa_live(self) -> list[tuple[int, int]]:
-        """(logical page, physical SWA page) for every SWA page still held."""
-        return [(i, p) for i, p in enumerate(self.swa) if p >= 0]

@@ -34,7 +34,6 @@ class GenRequest:
     state: str = "waiting"  # waiting | prefilling | transferring | running | finished
     prefilled: int = 0  # tokens of fill_ids whose KV is computed (chunked prefill progress)
     retracted: bool = False  # pages taken back under memory pressure: its KV is recomputed on re-admission
-    retractions: int = 0
     seq: SeqPages | None = None
     cached_tokens: int = 0
     output_ids: list[int] = field(default_factory=list)

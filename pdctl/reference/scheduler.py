@@ -181,8 +181,8 @@ class Scheduler(PDHandoff):
     def _step(self) -> bool:
         """One model step; False when there was nothing to run (the loop then blocks on its inbox)."""
         self._step_reqs = []
-        decodes = self._plan_decodes()
-        prefills = self._plan_prefills()
+        decodes = self._schedule_decodes()
+        prefills = self._schedule_prefills()
         if not prefills and not decodes:
             if not self._running and self._chunked is None:
                 self.ratio.reset()
@@ -198,7 +198,7 @@ class Scheduler(PDHandoff):
         return True
 
     # ---- decode steps and retraction ----------------------------------------------------------------
-    def _plan_decodes(self) -> Work:
+    def _schedule_decodes(self) -> Work:
         """One token of every running request; retract requests first when their pages would run out."""
         retracted = False
         while self._running and not self.pages.decode_fits(self._running):
@@ -223,7 +223,6 @@ class Scheduler(PDHandoff):
         self._running.remove(req)
         self.pages.release(req.seq)
         req.seq, req.retracted, req.prefilled, req.state = None, True, 0, "waiting"
-        req.retractions += 1
         self.retracted += 1
         self.metrics.retracted()
         self._waiting.appendleft(req)
@@ -231,7 +230,7 @@ class Scheduler(PDHandoff):
                  self.kv.full_alloc.free_pages)
 
     # ---- prefill chunks and admission ---------------------------------------------------------------
-    def _plan_prefills(self) -> Work:
+    def _schedule_prefills(self) -> Work:
         """The chunked prompt's next chunk, then new requests while the chunked-prefill budget lasts."""
         budget, work = self.chunk_size, []
         chunk_open = False

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from pdctl.errors import PdctlError, UserError
 from pdctl.reference.args import ServerArgs, parse_args
 from pdctl.reference.engine import build_engine
 from pdctl.reference.http.app import create_app
@@ -104,8 +105,6 @@ def bind_socket(host: str, port: int) -> Any:
     """Bind the HTTP socket here rather than in uvicorn, so that --port 0 yields a port we can report."""
     import socket
 
-    from pdctl.errors import UserError
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -145,8 +144,6 @@ def serve(args: ServerArgs) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m pdctl.reference ...`: exit 2 with a message on bad input, never a traceback."""
-    from pdctl.errors import PdctlError
-
     args = parse_args(argv)
     try:
         serve(args)

@@ -22,10 +22,9 @@ GQA_REPLICATED_HEADS_SINCE = {"mooncake": "0.5.16", "nixl": "0.5.17"}
 # wrote decode's V cache at the wrong entries and answered wrongly.
 SPEC_DECODE_ONLY_SINCE = "0.5.8"
 
-# The NIXL manager's prepared dlists for unequal TP (`_init_hetero_tp_prep_handle`) assert
-# `page_size * num_groups * bytes_per_token_to_send == src_kv_item_len` since 0.5.22 (num_groups = 0 when
-# decode TP > prefill TP > KV heads); 0.5.17-0.5.21 build an empty source dlist for the same shape instead.
-NIXL_PREP_ASSERT_SINCE = "0.5.22"
+# No version gate for the NIXL manager's prepared dlists of unequal TP (`_init_hetero_tp_prep_handle`, num_groups
+# = 0 when decode TP > prefill TP > KV heads): 0.5.22+ asserts, 0.5.17-0.5.21 build an empty source dlist; both
+# fail at registration (compat rule nixl-tp-over-heads).
 
 # The PD timeouts' environment variables are read with EnvInt / EnvFloat (environ.py) since 0.5.8: a value they
 # cannot parse gives a warning and the default. 0.5.0-0.5.7 read them in mooncake/conn.py with

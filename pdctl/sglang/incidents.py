@@ -78,7 +78,6 @@ PLAIN_DP_PREFILL = Incident("plain-dp-prefill", f"{GH}/issues/29725", f"{GH}/pul
 # first in 0.5.10); before, it assumed bootstrap_room % dp_size, so a prefill dispatching by another
 # --load-balance-method sends KV the decode never asks for.
 DP_RANK_QUERY_SINCE = "0.5.10"
-DP_RANK_FAST_PATH = f"{GH}/pull/22901"
 # sglang-router with --dp-aware in PD mode (0.3.2, what pdctl renders and tests): workers are registered as
 # `http://host:port@rank` and requests are sent to that string, which HTTP parses as user info and host
 # `rank`: no request reaches a worker (tests/launch/test_router_dp_aware.py runs the real router). Dynamo's
@@ -93,4 +92,3 @@ KV_NO_ROOM = Incident("kv-no-room", f"{GH}/issues/7691", None, None, None)
 # (MemoryPoolConfig) in every release. The startup warning "KV pool holds N tokens, fewer than
 # --context-length" (tp_worker.get_worker_info) first ships in 0.5.23.
 KV_NO_ROOM_MESSAGE_SINCE = "0.5.14"
-KV_BELOW_CONTEXT_WARNING_SINCE = "0.5.23"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MIB = 1 << 20
 GIB = 1 << 30
 # nvidia-smi's "FB Memory Usage / Total" per GPU kind (H100 SXM and H200 HGX, B200 HGX, GB200/GB300 NVL72).
 GPU_MEMORY_MIB: dict[str, int] = {"h100": 81559, "h200": 143771, "b200": 183359, "gb200": 189471, "gb300": 284208}

@@ -198,18 +198,6 @@ def env_invalid(name: str, value: str, kind: str, default: object) -> str:
     return f'Invalid value for {name}: "{value}" is not a valid {kind} value, using default "{default}"'
 
 
-# decode's waiting timeout (disaggregation/common/conn.py::_check_waiting_timeout)
-WAITING_TIMEOUT_HINT = ("Some requests fail to receive KV Cache transfer done signal after bootstrapping. If a greater "
-                        "mean TTFT is acceptable, you can 'export SGLANG_DISAGGREGATION_WAITING_TIMEOUT=600' "
-                        "(10 minutes) to relax the timeout condition. ")
-
-
-# sglang-router 0.3.2 (core/steps/worker/shared/update_policies.rs), when prefill workers report dp_size > 1
-def router_prefill_lb(model: str) -> str:
-    return (f"Model {model} has dp_size > 1 but load_balance_method is not 'follow_bootstrap_room' on prefill "
-            "workers. This may cause rank mismatch in disaggregated mode.")
-
-
 # Mooncake's transfer engine (rdma_context.cpp) when GPU memory cannot be registered without nvidia-peermem
 MOONCAKE_NO_PEERMEM = "DMA BUF supported required for GPU RDMA without nvidia-peermem"
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdctl.sglang.argv import ParsedArgs
+from pdctl.transfer.registry import BACKENDS, from_sglang
 
 _TRUE = ("true", "1", "yes", "y")  # SGLang's EnvBool
 _FALSE = ("false", "0", "no", "n")
@@ -126,16 +127,17 @@ class ServerSettings:
 
     @property
     def backend(self) -> str:
-        """The transfer library: mooncake_tcp is Mooncake."""
-        return "mooncake" if self.transfer_backend == "mooncake_tcp" else self.transfer_backend
+        """The transfer library (pdctl.transfer.registry): mooncake_tcp is Mooncake."""
+        return from_sglang(self.transfer_backend)[0]
 
     @property
     def protocol(self) -> str:
-        if self.transfer_backend == "mooncake_tcp":
-            return "tcp"
-        if self.backend == "nixl":
-            return ucx_protocol(self.env)
-        return "rdma"
+        """tcp | rdma: what the backend's name forces (mooncake_tcp), UCX_TLS for a UCX backend, else rdma."""
+        name, forced = from_sglang(self.transfer_backend)
+        if forced:
+            return forced
+        entry = BACKENDS.get(name)
+        return ucx_protocol(self.env) if entry is not None and entry.ucx else "rdma"
 
     @property
     def radix_cache(self) -> bool:
@@ -151,10 +153,6 @@ class ServerSettings:
     def staging(self) -> bool:
         return bool(env_bool(self.env, ENV_STAGING))
 
-    @property
-    def speculative(self) -> str | None:
-        value = self.values.get("speculative_algorithm")
-        return None if value in (None, "", "None") else str(value)
 
 
 # PD timeouts SGLang reads from the environment (environ.py, 0.5.23; the same names and defaults from 0.5.0,

@@ -18,6 +18,8 @@ import yaml
 
 from pdctl.errors import UserError
 from pdctl.suggest.candidate import Candidate, Role
+from pdctl.topology import build_topology
+from pdctl.topology.placement import placement_problems
 
 ROLE_KEYS_SET = ("tp", "dp", "enable_dp_attention", "pp", "replicas", "nodes")
 
@@ -93,9 +95,6 @@ def node_orders(skeleton: dict[str, Any]) -> list[tuple[list[str], list[str]]]:
 
 def candidate_data(skeleton: dict[str, Any], cand: Candidate) -> dict[str, Any]:
     """The topology data of CAND over SKELETON, with the first node order whose placement is sound."""
-    from pdctl.topology import build_topology
-    from pdctl.topology.placement import placement_problems
-
     first: dict[str, Any] | None = None
     for pre_nodes, dec_nodes in node_orders(skeleton):
         data = copy.deepcopy(skeleton)

@@ -1,25 +1,28 @@
-"""pdctl's rules on a candidate: its topology built and judged by check-compat, the failed rules kept.
+"""pdctl's rules on a candidate: its topology built, rendered once and judged by check-compat, the failed rules
+kept.
 
-The one place `pdctl suggest` meets check-compat (build the topology from data, evaluate it): when check-compat
-moves to judging a rendered deployment object, only this module changes.
+The one place `pdctl suggest` meets check-compat: the candidate's topology is rendered into the deployment a
+launch would start (pdctl.render.deployment.render) and check-compat parses that deployment's commands, as it
+does for `pdctl check-compat` and every launch.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pdctl.compat import evaluate
 from pdctl.errors import UserError
 from pdctl.models.spec import ModelSpec
+from pdctl.render.deployment import render
+from pdctl.topology import Topology, build_topology
 
 Problems = list[dict[str, str]]
 
 
-def judge_topology(topo: Any, spec: ModelSpec) -> tuple[Problems, Problems]:
-    """(errors, warnings) of check-compat on TOPO, each {"rule", "message", "stage"}: what SGLang would reject
-    (errors) and what it would run with a caveat (warnings)."""
-    from pdctl.compat import evaluate
-
-    findings = evaluate(topo, spec)
+def judge_topology(topo: Topology, spec: ModelSpec) -> tuple[Problems, Problems]:
+    """(errors, warnings) of check-compat on TOPO's deployment, each {"rule", "message", "stage"}: what SGLang
+    would reject (errors) and what it would run with a caveat (warnings)."""
+    findings = evaluate(render(topo), spec)
     errors = [{"rule": f.rule, "message": f.message, "stage": f.stage} for f in findings if f.is_error]
     warnings = [{"rule": f.rule, "message": f.message, "stage": f.stage} for f in findings
                 if f.severity == "warning" and not f.ok]
@@ -28,8 +31,6 @@ def judge_topology(topo: Any, spec: ModelSpec) -> tuple[Problems, Problems]:
 
 def judge(data: dict[str, Any], spec: ModelSpec) -> tuple[Problems, Problems]:
     """judge_topology of the topology DATA; data that is not a valid topology is one error."""
-    from pdctl.topology import build_topology
-
     try:
         topo = build_topology(data, source="<suggest candidate>")
     except UserError as exc:

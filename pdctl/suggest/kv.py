@@ -18,7 +18,7 @@ from typing import Any
 
 from pdctl.models.spec import ModelSpec
 from pdctl.plan.heads import ratio_ok
-from pdctl.plan.transfer import TransferPlan, plan_transfer
+from pdctl.plan.transfer import DEFAULT_CHUNK_TOKENS, TransferPlan, plan_transfer
 from pdctl.suggest.link import Link
 
 
@@ -61,8 +61,6 @@ class KvModel:
         self._plans: dict[tuple[int, int], TransferPlan] = {}
 
     def plan(self, prefill_attn_tp: int, decode_attn_tp: int) -> TransferPlan:
-        from pdctl.plan.transfer import DEFAULT_CHUNK_TOKENS
-
         key = (prefill_attn_tp, decode_attn_tp)
         if key not in self._plans:
             s = self.shape

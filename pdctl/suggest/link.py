@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pdctl.errors import UserError
+from pdctl.suggest.names import SYSTEMS
 
 # Posting one RDMA write through NIXL/UCX or Mooncake, order of magnitude: NIXL's LIBFABRIC backend spends
 # ~2.4 µs of CPU per descriptor (ai-dynamo/nixl#1514: 18,880 descriptors, ~46 ms), UCX rc less. An assumption
@@ -63,8 +64,6 @@ def unlimited() -> Link:
 
 
 def nominal(system: str) -> Link:
-    from pdctl.suggest.names import SYSTEMS
-
     gbps = SYSTEMS[system][2]
     return Link(gbps, NOMINAL_US_PER_DESCRIPTOR, "nominal",
                 f"{system}'s nominal RDMA NIC per GPU ({gbps:g} GB/s) and {NOMINAL_US_PER_DESCRIPTOR:g} µs per "

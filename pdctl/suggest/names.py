@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pdctl.models.presets import ALIASES
+
 # pdctl GPU kind -> (AIConfigurator system, GPUs per node on its reference system, nominal per-GPU RDMA NIC GB/s)
 # GB300 NVL72 trays carry 4 GPUs and a ConnectX-8 (800 Gb/s) per GPU; GB200 trays 4 GPUs and ConnectX-7
 # (400 Gb/s); DGX B200 / H200 / H100: 8 GPUs and one ConnectX-7 400 Gb/s NIC per GPU. AIConfigurator's system
@@ -41,8 +43,6 @@ MODELS: dict[str, ModelName] = {
 
 def find_model(name: str) -> ModelName | None:
     """MODELS entry for a preset name, an alias pdctl knows, or a Hugging Face id (case-insensitive)."""
-    from pdctl.models.presets import ALIASES
-
     key = name.strip().lower()
     for model in MODELS.values():
         if key in (model.aic.lower(), model.hf.lower()):

@@ -12,15 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from pdctl.errors import CheckFailed
+from pdctl.suggest.deployment import candidate_data, prediction, to_yaml, with_prediction
+from pdctl.suggest.judge import judge_topology
+from pdctl.suggest.names import aic_version
+from pdctl.topology import load_topology
 
 
 def write_topology(result: Any, path: str) -> dict[str, Any]:
     """Write RESULT's best candidate to PATH; the `out` part of the JSON document."""
-    from pdctl.suggest.deployment import candidate_data, prediction, to_yaml, with_prediction
-    from pdctl.suggest.judge import judge_topology
-    from pdctl.suggest.names import aic_version
-    from pdctl.topology import load_topology
-
     inputs, best = result.inputs, result.candidates[result.best]
     meta = result.aic_meta
     source = (f"pdctl suggest: AIConfigurator {aic_version()} (SGLang perf data {meta.get('database')}) + KV "

@@ -12,11 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from pdctl.errors import UserError
+from pdctl.models import resolve_model_spec
+from pdctl.models.presets import PRESETS
 from pdctl.models.spec import ModelSpec
+from pdctl.sglang.versions import DEFAULT_VERSION, parse_version, release, table_versions
+from pdctl.suggest import link
+from pdctl.suggest.deployment import default_skeleton, topology_name
 from pdctl.suggest.kv import KvShape
 from pdctl.suggest.link import Link
 from pdctl.suggest.names import MODELS, SYSTEMS, ModelName, find_model
+from pdctl.topology import load_topology
 
 MIN_GPUS = 2  # one prefill and one decode GPU
 MAX_GPUS = 1024
@@ -84,8 +92,6 @@ def _choices(values: Any) -> str:
 
 def check_version(version: str) -> str:
     """VERSION if pdctl has SGLang's rules for it (a flag table of that release), else exit 2 with the list."""
-    from pdctl.sglang.versions import parse_version, release, table_versions
-
     known = table_versions()
     parsed = parse_version(version)
     if parsed is not None and any(release(v)[:3] == parsed[:3] for v in known):
@@ -110,8 +116,6 @@ def check_numbers(req: SuggestRequest) -> None:
 
 
 def _link(req: SuggestRequest, system: str) -> Link:
-    from pdctl.suggest import link
-
     if req.transfer_from is not None and (req.link_gbps is not None or req.us_per_descriptor is not None):
         raise UserError("give either --transfer-from (a measurement) or --link-gbps / --us-per-descriptor, not both")
     if req.transfer_from is not None:
@@ -126,10 +130,6 @@ def _link(req: SuggestRequest, system: str) -> Link:
 
 def _from_topology(req: SuggestRequest) -> tuple[dict[str, Any], Any, str, int]:
     """(raw skeleton, loaded topology, GPU kind, GPUs) of the skeleton file."""
-    import yaml
-
-    from pdctl.topology import load_topology
-
     if req.model is not None or req.system is not None:
         raise UserError("with a TOPOLOGY the model and the GPUs are the topology's: drop --model / --system "
                         "(--gpus may cap the GPUs used)")
@@ -149,11 +149,6 @@ def _from_topology(req: SuggestRequest) -> tuple[dict[str, Any], Any, str, int]:
 
 def resolve(req: SuggestRequest) -> Inputs:
     """Check REQ and resolve it (UserError, exit 2, on anything a user must change)."""
-    from pdctl.models import resolve_model_spec
-    from pdctl.models.presets import PRESETS
-    from pdctl.sglang.versions import DEFAULT_VERSION
-    from pdctl.suggest.deployment import default_skeleton, topology_name
-
     check_numbers(req)
     if req.topology is not None:
         skeleton, topo, system, gpus = _from_topology(req)

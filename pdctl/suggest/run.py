@@ -16,9 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pdctl.errors import UserError
+from pdctl.sglang.facts import SWA_HETERO_TP_SINCE
+from pdctl.sglang.versions import at_least, choose
 from pdctl.suggest import aic
 from pdctl.suggest.cache import Cache
 from pdctl.suggest.candidate import Candidate, aic_cluster_figure, from_row
+from pdctl.suggest.deployment import candidate_data
+from pdctl.suggest.judge import judge
 from pdctl.suggest.kv import KvModel
 from pdctl.suggest.request import Inputs
 
@@ -38,9 +43,6 @@ RELAXED_TTFT = 4.0  # the TTFT budget (x the target) of the second sweep that fi
 def hetero_tp_runs(inputs: Inputs) -> bool:
     """Whether SGLang runs prefill TP != decode TP for this model at this release: hybrid sliding-window models
     since 0.5.22 (pdctl.sglang.facts), others on every release pdctl knows (its rules judge each pair)."""
-    from pdctl.sglang.facts import SWA_HETERO_TP_SINCE
-    from pdctl.sglang.versions import at_least, choose
-
     return not inputs.spec.hybrid_swa or at_least(choose(inputs.version), SWA_HETERO_TP_SINCE)
 
 
@@ -140,10 +142,6 @@ def per_shape(cands: list[Candidate], inputs: Inputs) -> list[Candidate]:
 def suggest(inputs: Inputs, *, store: Cache | None = None, say: Say | None = None,
             with_aic_answer: bool = False) -> SuggestResult:
     """The whole suggestion for INPUTS (AIConfigurator's runs cached in STORE)."""
-    from pdctl.errors import UserError
-    from pdctl.suggest.deployment import candidate_data
-    from pdctl.suggest.judge import judge
-
     say = say or (lambda _t: None)
     query = aic.AicQuery(inputs.model.aic, inputs.aic_system, inputs.gpus, inputs.isl, inputs.osl)
     lifted = hetero_tp_runs(inputs)

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from pdctl.errors import UserError
-from pdctl.topology.yamltree import PathKey, Positions
+from pdctl.topology.yamltree import PathKey, Positions, format_path
 
 _INDEX = re.compile(r"^(?P<key>[^\[\]]*)((\[\d+\])+)$")
 
@@ -82,8 +82,6 @@ def parse_override(text: str) -> Override:
 
 
 def _describe(path: PathKey) -> str:
-    from pdctl.topology.yamltree import format_path
-
     return format_path(path)
 
 

@@ -247,10 +247,10 @@ def port_bindings(
     return out
 
 
-def port_clashes(topo: Topology) -> list[str]:
+def port_clashes(topo: Topology, placements: list[ReplicaPlacement] | None = None) -> list[str]:
     """Port bindings that collide on one machine (nodes sharing a host are the same machine)."""
     by_port: dict[tuple[str, int], list[tuple[str, str]]] = defaultdict(list)
-    for node, port, what in port_bindings(topo):
+    for node, port, what in port_bindings(topo, placements):
         by_port[(machine_key(topo.node(node)), port)].append((node, what))
     problems = []
     for (machine, port), users in by_port.items():

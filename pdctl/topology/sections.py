@@ -15,9 +15,10 @@ from pydantic import Field, field_validator
 from pdctl.topology.base import Section, env_mapping, env_value
 from pdctl.topology.bench import BenchConfig
 from pdctl.topology.cluster import ContainerConfig, SlurmConfig
+from pdctl.transfer.registry import DEFAULT, NAMES
 
 GpuKind = Literal["gb300", "gb200", "b200", "h200", "h100", "cpu"]
-Backend = Literal["nixl", "mooncake"]
+Backend = Literal[NAMES]  # the transfer backends of pdctl.transfer.registry
 Protocol = Literal["rdma", "tcp"]
 NvlinkMode = Literal["auto", "on", "off"]
 KvLayout = Literal["nhd", "hnd", "vectorized_5d"]
@@ -188,7 +189,7 @@ class Node(Section):
 class TransferConfig(Section):
     """KV transfer between prefill and decode."""
 
-    backend: Backend = Field("nixl", description="nixl | mooncake (--disaggregation-transfer-backend).")
+    backend: Backend = Field(DEFAULT, description=" | ".join(NAMES) + " (--disaggregation-transfer-backend).")
     protocol: Protocol = Field("rdma", description="rdma | tcp (mooncake tcp = SGLang's mooncake_tcp).")
     ib_device: str | None = Field(None, description="-> --disaggregation-ib-device.")
     staging_buffer: bool = Field(False, description="-> SGLANG_DISAGG_STAGING_BUFFER=1.")

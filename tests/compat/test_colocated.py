@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from pdctl.compat import RULES, compat_report, evaluate, is_compatible
 from pdctl.compat.findings import NOT_APPLICABLE
 from pdctl.models import resolve_model_spec
+from pdctl.render.deployment import render
 from pdctl.topology import load_topology
 from tests.compat.test_cli import pdctl
 from tests.support.topo_factory import make_colocated
@@ -27,7 +28,7 @@ COLOCATED_RULES = {"heads-divisible", "mxfp8-gpu", "attention-backend-gpu", "pla
 
 
 def errors(topo, spec) -> set[str]:
-    return {f.rule for f in evaluate(topo, spec) if f.is_error}
+    return {f.rule for f in evaluate(render(topo), spec) if f.is_error}
 
 
 def test_rule_table_marks_the_single_server_rules():
@@ -37,7 +38,7 @@ def test_rule_table_marks_the_single_server_rules():
 def test_reference_config_passes_and_lists_every_rule(monkeypatch):
     monkeypatch.chdir(ROOT)
     topo = load_topology(REFERENCE)
-    findings = evaluate(topo, resolve_model_spec(topo.model, engine_kind=topo.engine.kind))
+    findings = evaluate(render(topo), resolve_model_spec(topo.model, engine_kind=topo.engine.kind))
     assert [f.rule for f in findings] == [r.id for r in RULES]
     assert all(f.ok and f.fix is None for f in findings) and is_compatible(findings)
     for f in findings:
@@ -53,7 +54,7 @@ def test_reference_config_passes_and_lists_every_rule(monkeypatch):
 def test_too_many_gpus_fails_placement_only():
     topo, spec = make_colocated(colocated={"replicas": 2})
     assert errors(topo, spec) == {"placement"}
-    f = next(f for f in evaluate(topo, spec) if f.rule == "placement")
+    f = next(f for f in evaluate(render(topo), spec) if f.rule == "placement")
     assert f.message == "colocated: 2 replica(s) x tp 4 x pp 1 need 8 GPUs, but nodes n0 have 4"
     assert f.fix
 
@@ -69,7 +70,7 @@ def test_too_many_gpus_fails_placement_only():
 def test_single_server_rules_fire_on_colocated(over, rule):
     topo, spec = make_colocated(**over)
     assert errors(topo, spec) == {rule}
-    f = next(f for f in evaluate(topo, spec) if f.rule == rule)
+    f = next(f for f in evaluate(render(topo), spec) if f.rule == rule)
     assert "colocated" in f.message or "router" in f.message
 
 
@@ -81,14 +82,14 @@ def test_pd_only_restrictions_do_not_apply():
         transfer={"backend": "mooncake", "protocol": "tcp", "ib_device": "mlx5_0", "staging_buffer": True},
         engine={"version": "0.5.15"},  # before the GQA fix (mooncake 0.5.16), with --enable-unified-memory
     )
-    findings = evaluate(topo, spec)
+    findings = evaluate(render(topo), spec)
     assert is_compatible(findings), [f for f in findings if f.is_error]
     assert {f.rule for f in findings if f.message == NOT_APPLICABLE} == {r.id for r in RULES} - COLOCATED_RULES
 
 
 def test_report_has_no_heads_or_transfer():
     topo, spec = make_colocated()
-    doc = json.loads(json.dumps(compat_report(topo, spec, tokens=1024)))
+    doc = json.loads(json.dumps(compat_report(render(topo), spec, tokens=1024)))
     assert doc["ok"] is True and doc["mode"] == "colocated" and doc["topology"] == "gpt-oss-120b-colocated"
     assert doc["heads"] == [] and doc["transfer"] is None
     assert doc["attn_tp"] == {"colocated": {"tp": 4, "dp": 1, "enable_dp_attention": False, "pp": 1, "attn_tp": 4}}

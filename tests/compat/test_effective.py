@@ -7,11 +7,12 @@ import pytest
 
 from pdctl.compat import compat_report, evaluate
 from pdctl.compat.effective import effective
-from tests.support.topo_factory import gpu, make
+from pdctl.render.deployment import render
+from tests.support.topo_factory import gpu, make, rendered
 
 
 def failed(topo, spec) -> dict[str, str]:
-    return {f.rule: f.message for f in evaluate(topo, spec) if f.is_error}
+    return {f.rule: f.message for f in evaluate(render(topo), spec) if f.is_error}
 
 
 def test_args_duplicating_topology_keys_are_refused_and_misspellings_named() -> None:
@@ -25,7 +26,7 @@ def test_args_duplicating_topology_keys_are_refused_and_misspellings_named() -> 
     assert "args disaggregation-mode: None (prefill/decode) removes the --disaggregation-mode" in got["args-override"]
     assert "did you mean --max-running-requests?" in got["flags-parse"]
     # what the commands would run: TP 8, page 32, no disaggregation mode (judged as such)
-    roles = effective(topo).roles
+    roles = effective(render(topo)).roles
     assert (roles["prefill"].tp, roles["prefill"].page_size) == (8, 32)
     assert roles["prefill"].values["disaggregation_mode"] == "null"
 
@@ -87,10 +88,10 @@ def test_decode_only_speculative_decoding_by_version() -> None:
 
 
 def test_report_names_the_version_and_every_stage() -> None:
-    report = compat_report(*make(engine={"version": None}))
+    report = compat_report(*rendered(engine={"version": None}))
     assert report["sglang"]["source"] == "assumed" and report["sglang"]["note"]
     assert all(f["stage"] for f in report["findings"])
-    report = compat_report(*make(engine={"version": "0.5.19"}))
+    report = compat_report(*rendered(engine={"version": "0.5.19"}))
     assert report["sglang"] == {"engine": "sglang", "asked": "0.5.19", "version": "0.5.19", "table": "0.5.19",
                                 "source": "engine.version", "note": None}
 

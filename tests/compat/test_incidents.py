@@ -12,6 +12,7 @@ from pdctl.compat.capacity import estimate
 from pdctl.compat.effective import effective
 from pdctl.models import resolve_model_spec
 from pdctl.models.spec import ModelSpec
+from pdctl.render.deployment import render
 from pdctl.sglang import incidents, messages
 from pdctl.topology import build_topology
 from tests.support.topo_factory import gpu, make
@@ -21,7 +22,7 @@ INCIDENT_RULES = {"kv-capacity", "kv-capacity-context", "dp-attention-corruption
 
 
 def verdict(topo: Any, spec: Any, rule: str) -> tuple[bool, str]:
-    f = next(f for f in evaluate(topo, spec) if f.rule == rule)
+    f = next(f for f in evaluate(render(topo), spec) if f.rule == rule)
     return f.ok, f.message
 
 
@@ -105,7 +106,7 @@ def test_gpt_oss_120b_memory_is_counted_by_storage():
     assert spec.weights is not None and 116e9 < spec.weights.params < 118e9
     assert 60 < spec.weights.total_bytes / 2**30 < 62  # MXFP4 experts + bf16 rest (~65 GB checkpoint)
     topo, _ = make()
-    eff = effective(topo)
+    eff = effective(render(topo))
     pre, dec = (estimate(topo, spec, eff.roles[r]) for r in ("prefill", "decode"))
     assert pre.weights_gib == pytest.approx(60.7, abs=0.1) and dec.weights_gib == pytest.approx(15.2, abs=0.1)
     assert dec.swa_tokens == int(dec.tokens * 0.8) // 64 * 64 and dec.tokens % 64 == 0
@@ -145,9 +146,9 @@ def test_reference_engine_pool_is_its_max_total_tokens():
     topo = build_topology(base, source="<test>")
     spec = resolve_model_spec(topo.model, engine_kind="reference")
     assert verdict(topo, spec, "kv-capacity-context")[0]
-    assert estimate(topo, spec, effective(topo).roles["decode"]).tokens == 8192
+    assert estimate(topo, spec, effective(render(topo)).roles["decode"]).tokens == 8192
     small = build_topology({**base, "decode": {**base["decode"], "max_total_tokens": 1000}}, source="<test>")
-    assert estimate(small, spec, effective(small).roles["decode"]).tokens == 992  # page-aligned like SGLang
+    assert estimate(small, spec, effective(render(small)).roles["decode"]).tokens == 992  # page-aligned like SGLang
     ok, message = verdict(small, spec, "kv-capacity-context")
     assert not ok and "decode: KV pool holds 992 tokens, fewer than --context-length 4096" in message
 

@@ -9,6 +9,7 @@ import pytest
 from pdctl.compat import RULES, RULES_BY_ID, compat_report, evaluate, is_compatible
 from pdctl.compat.context import parse_version
 from pdctl.models import resolve_model_spec
+from pdctl.render.deployment import render
 from pdctl.topology import load_topology
 from tests.support.topo_factory import gpu, make
 
@@ -19,16 +20,16 @@ ALSO_FAILS = {"hetero-tp-swa-buffers": {"unified-memory-tp"}}
 
 
 def failed(topo, spec) -> set[str]:
-    return {f.rule for f in evaluate(topo, spec) if f.is_error}
+    return {f.rule for f in evaluate(render(topo), spec) if f.is_error}
 
 
 def finding(topo, spec, rule):
-    return next(f for f in evaluate(topo, spec) if f.rule == rule)
+    return next(f for f in evaluate(render(topo), spec) if f.rule == rule)
 
 
 def test_one_finding_per_rule_in_table_order():
     topo, spec = make()
-    findings = evaluate(topo, spec)
+    findings = evaluate(render(topo), spec)
     assert [f.rule for f in findings] == [r.id for r in RULES]
     assert all(f.ok and f.fix is None for f in findings)
     assert is_compatible(findings)
@@ -139,7 +140,7 @@ def test_dp_attention_sets_attn_tp():
     # tp 4 with dp 4 attention on decode: attention TP 1 == prefill's 1, so whole pages and mxfp8 is fine
     topo, spec = make(decode={"tp": 4, "dp": 4, "enable_dp_attention": True}, server={"kv_cache_dtype": "mxfp8"})
     assert topo.decode.attn_tp == 1 and failed(topo, spec) == set()
-    report = compat_report(topo, spec, 1024)
+    report = compat_report(render(topo), spec, 1024)
     assert report["attn_tp"]["decode"]["attn_tp"] == 1 and report["transfer"]["path"] == "page"
 
 
@@ -164,7 +165,7 @@ def test_staging_swa_scope_is_info_and_does_not_fail():
     topo, spec = make(transfer={"staging_buffer": True})
     f = finding(topo, spec, "staging-swa-scope")
     assert not f.ok and f.severity == "info" and f.fix
-    assert is_compatible(evaluate(topo, spec))
+    assert is_compatible(evaluate(render(topo), spec))
     topo, spec = make(transfer={"staging_buffer": True}, prefill={"tp": 4})
     assert finding(topo, spec, "staging-swa-scope").ok
 
@@ -173,7 +174,7 @@ def test_hybrid_swa_memory_match_is_a_warning():
     topo, spec = make(decode={"hybrid_swa_memory": False})
     f = finding(topo, spec, "hybrid-swa-memory-match")
     assert not f.ok and f.severity == "warning" and f.verdict == "warn"
-    assert is_compatible(evaluate(topo, spec))
+    assert is_compatible(evaluate(render(topo), spec))
     assert finding(*make(server={"hybrid_swa_memory": False}), "hybrid-swa-memory-match").ok
     llama = make(model={"path": "meta-llama/Llama-3.1-8B", "preset": "llama-3.1-8b"}, nodes=gpu("h100"),
                  decode={"hybrid_swa_memory": False})
@@ -240,7 +241,7 @@ def test_same_host_roles_placement_and_ports():
 
 def test_report_shape():
     topo, spec = make()
-    report = compat_report(topo, spec, 8192)
+    report = compat_report(render(topo), spec, 8192)
     assert {"ok", "topology", "model", "findings", "heads", "attn_tp", "transfer"} <= set(report)
     assert report["ok"] is True and report["topology"] == "gpt-oss-120b-p1-d4"
     assert len(report["heads"]) == 4 and report["transfer"]["path"] == "head-slice"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pdctl.errors import CheckFailed
-from pdctl.launch import launch_topology
+from pdctl.launch.deploy import launch_topology
 from pdctl.topology import load_topology
 from tests.support.launch_e2e import generate, pdctl
 from tests.support.launch_samples import local_cpu_reference
@@ -34,7 +34,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
         yield {"tmp": tmp, "run_dir": run_dir, "state": json.loads(done.stdout), "topo": topo}
     finally:
         if (run_dir / "state.json").exists():
-            from pdctl.launch import teardown
+            from pdctl.launch.shutdown import teardown
 
             teardown(run_dir, grace_s=5)
 
@@ -52,9 +52,10 @@ def test_state_records_the_server_and_the_topology(deployment: dict) -> None:
 
 def test_eval_defaults_come_from_the_launched_topology(deployment: dict) -> None:
     # what `pdctl eval gsm8k` without --url uses after `pdctl launch`
-    from pdctl.evals.gsm8k.defaults import eval_defaults
+    from pdctl.evals.defaults import eval_defaults
+    from pdctl.evals.registry import EVALS
 
-    values, source = eval_defaults(None, deployment["run_dir"], deployment["state"])
+    values, source = eval_defaults(EVALS["gsm8k"], None, deployment["run_dir"], deployment["state"])
     assert {k: values[k] for k in GSM8K} == GSM8K, source
 
 

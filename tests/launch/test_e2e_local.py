@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pdctl.launch.executors.local import group_members
+from pdctl.executors.local import group_members
 from tests.support.launch_e2e import generate, pdctl, wait_state
 from tests.support.launch_samples import local_cpu
 from tests.support.orphans import assert_no_orphans, group_pids, live_pids, started_records
@@ -44,7 +44,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
             launcher.kill()
             launcher.wait(timeout=10)
         if (run_dir / "state.json").exists():
-            from pdctl.launch import teardown
+            from pdctl.launch.shutdown import teardown
 
             teardown(run_dir, grace_s=5)
 

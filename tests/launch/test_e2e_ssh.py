@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pdctl.launch import launch_topology, teardown
+from pdctl.launch.deploy import launch_topology
+from pdctl.launch.shutdown import teardown
 from pdctl.topology import load_topology
 from tests.support.launch_e2e import generate, pdctl
 from tests.support.launch_samples import local_cpu

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pdctl.errors import CheckFailed
-from pdctl.launch import launch_topology
+from pdctl.launch.deploy import launch_topology
 from pdctl.topology import load_topology
 from tests.support.launch_e2e import pdctl
 from tests.support.launch_samples import local_cpu

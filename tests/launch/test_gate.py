@@ -12,7 +12,7 @@ import yaml
 
 from pdctl.errors import CheckFailed, UserError
 from pdctl.launch.gate import ask_node, engine_version, require_local_nodes
-from pdctl.launch.planner import render
+from pdctl.render.deployment import render
 from pdctl.topology import build_topology, load_topology
 from tests.support.launch_e2e import pdctl
 from tests.support.launch_samples import slurm_variant

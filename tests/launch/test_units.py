@@ -1,51 +1,15 @@
-"""Pure pieces of launch: pass-through flags, log selection, the slurm script, the pid-reuse guard."""
+"""Pure pieces of launch: log selection, --dry-run and the Slurm script as the CLI prints them, bad run state
+and run dirs as bad input, a state.json launch never overwrites."""
 
 from __future__ import annotations
 
 import json
-import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pdctl.errors import UserError
-from pdctl.launch.executors.local import LocalExecutor, proc_stat
 from pdctl.launch.logs import select
-from pdctl.launch.plan import flag_args, merge_flags
-from pdctl.launch.planner import render
-from pdctl.topology import load_topology_text
-from tests.support.launch_samples import SGLANG_BASE
-
-
-def test_flag_args_forms() -> None:
-    assert flag_args({"a-b": True, "c": False, "d": None, "e": 3, "f": [1, "x"], "--g": "v"}) == [
-        "--a-b",
-        "--e",
-        "3",
-        "--f",
-        "1",
-        "x",
-        "--g",
-        "v",
-    ]
-
-
-def test_merge_flags_replaces_a_rendered_flag_and_its_values() -> None:
-    base = ["py", "-m", "m", "--port", "1", "--flag", "--list", "a", "b", "--host", "h"]
-    assert merge_flags(base, {"list": ["c"], "flag": False, "port": 2}) == [
-        "py",
-        "-m",
-        "m",
-        "--host",
-        "h",
-        "--list",
-        "c",
-        "--port",
-        "2",
-    ]
-
 
 RECORDS = [
     {"name": n, "role": n.split("-")[0], "replica": int(n.split("-")[1])}
@@ -74,30 +38,6 @@ def test_log_selection_errors(selector: str) -> None:
         select(RECORDS, selector)
 
 
-def test_pid_reuse_guard_never_signals_another_process(tmp_path: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
-    try:
-        stat = proc_stat(child.pid)
-        assert stat is not None
-        stale = {
-            "name": "old",
-            "pid": child.pid,
-            "pgid": child.pid,
-            "start_time": stat[2] - 1,
-            "log": str(tmp_path / "x.log"),
-        }
-        executor = LocalExecutor()
-        assert not executor.group_alive(stale)
-        assert executor.stop(stale, 1.0) == "not running"
-        assert child.poll() is None  # untouched
-        live = dict(stale, start_time=stat[2])
-        assert executor.group_alive(live) and executor.exit_code(live) is None
-        assert executor.stop(live, 5.0) == "stopped"
-        assert child.wait(timeout=5) is not None
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
 
 
 def test_dry_run_prints_every_command_and_writes_the_plan(tmp_path: Path) -> None:
@@ -140,50 +80,12 @@ def test_slurm_dry_run_writes_and_prints_the_script(tmp_path: Path) -> None:
     assert all(p["command"].startswith("srun ") for p in [*plan["processes"], plan["router"]])
 
 
-def test_reference_replica_spanning_nodes_is_bad_input(tmp_path: Path) -> None:
-    from tests.support.launch_e2e import pdctl
-    from tests.support.launch_samples import local_cpu
-
-    nodes = [
-        {"name": "local", "host": "127.0.0.1", "gpu": "cpu", "gpus": 4},
-        {"name": "other", "host": "10.255.255.1", "gpu": "cpu", "gpus": 4},
-    ]
-    topo = local_cpu(
-        tmp_path,
-        tmp_path / "ckpt",
-        name="too-wide",
-        nodes=nodes,
-        model={"preset": "reference-tiny"},
-        prefill={"tp": 8, "nodes": ["local", "other"]},
-        decode={"nodes": ["other"]},
-    )
-    done = pdctl("launch", str(topo), "--dry-run", "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
-    assert done.returncode == 2
-    assert "the reference engine runs a replica on one node" in " ".join(done.stderr.split())
 
 
-def test_ssh_remote_command_carries_injection_text_literally() -> None:
-    from pdctl.launch.executors.ssh import ssh_argv, start_script
-
-    evil = "x; rm -rf / #$(reboot)`id`'\"\n&& halt"
-    text = SGLANG_BASE.replace(
-        "python: /opt/venv/bin/python}", f"python: /opt/venv/bin/python, env: {{EVIL: {json.dumps(evil)}}}}}"
-    )
-    text = text.replace("log-level: info,", f"served-model-name: {json.dumps(evil)},")
-    proc = render(load_topology_text(text)).workers[0]
-    log = f"/runs/{evil}/prefill-0.log"
-    argv = ssh_argv(proc.host, {"port": 22}, start_script(proc, log))
-    outer = shlex.split(argv[-1])  # what the remote login shell hands to sh
-    assert outer[:2] == ["sh", "-c"] and len(outer) == 3
-    words = shlex.split(outer[2], posix=True)
-    start = words.index("setsid")
-    end = words.index(">>", start)
-    assert words[start:end] == ["setsid", "env", *[f"{k}={v}" for k, v in proc.env.items()], *proc.argv]
-    assert f"EVIL={evil}" in words and evil in words and log in words
 
 
 def test_print_error_keeps_log_lines_whole_and_escapes_the_message() -> None:
-    from pdctl.cli.render import err_console, print_error
+    from pdctl.cli.console import err_console, print_error
 
     long_line = "x" * 150 + " [bold]not markup[/bold] " + "y" * 50
     with err_console.capture() as capture:

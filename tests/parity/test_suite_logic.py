@@ -161,35 +161,6 @@ def test_unmeasurable_delta_is_null_in_json() -> None:
     assert json.loads(json.dumps(mode.document(), allow_nan=False))["failures"][0]["max_abs_delta"] is None
 
 
-def test_targets_know_what_to_flush_for_cold_and_warm() -> None:
-    from pdctl.parity.endpoints import target_from_state, target_from_url
-
-    state = {"processes": [{"role": "prefill", "url": "http://p:1/"}, {"role": "decode", "url": "http://d:2"}],
-             "router": {"url": "http://r:3"}}
-    run = target_from_state(state)
-    assert (run.url, run.cold_flush_urls, run.flush_decode, run.info_url) == (
-        "http://r:3", ["http://p:1", "http://d:2"], ["http://d:2"], "http://p:1")
-    bare = target_from_url("http://r:3/")
-    assert (bare.cold_flush_urls, bare.flush_decode) == (["http://r:3"], [])  # warm flushes nothing
-    named = target_from_url("http://r:3", decode_urls=("http://d:2",))
-    assert (named.cold_flush_urls, named.flush_decode) == (["http://r:3", "http://d:2"], ["http://d:2"])
-    colocated = target_from_state({"processes": [{"role": "colocated", "url": "http://c:4"}]})
-    assert (colocated.url, colocated.flush_decode) == ("http://c:4", [])
-    with pytest.raises(UserError):
-        target_from_state({"processes": []})
-
-
-def test_pd_router_workers_are_discovered() -> None:
-    from pdctl.parity.endpoints import discover_workers
-
-    doc = {"workers": [  # the shape sglang-router's GET /workers answers (trimmed)
-        {"url": "http://127.0.0.1:34781", "worker_type": "decode", "is_healthy": True},
-        {"url": "http://127.0.0.1:60541/", "worker_type": "prefill", "bootstrap_port": 44273},
-        {"url": "http://127.0.0.1:1", "worker_type": "regular"}], "total": 3}
-    assert discover_workers(doc) == (["http://127.0.0.1:60541"], ["http://127.0.0.1:34781"])
-    assert discover_workers(None) == ([], [])
-
-
 def test_html_report_embeds_a_png_plot(tmp_path) -> None:
     import base64
     import re
@@ -236,7 +207,7 @@ def test_prefill_differs_explains_only_what_a_passing_cold_comparison_vouches_fo
 def test_runner_vouches_only_with_passing_cold_comparisons(monkeypatch) -> None:
     """The run's verdict end to end over a fake transport: a candidate whose prefill differs fails --warm alone."""
     from pdctl.parity import runner
-    from pdctl.parity.endpoints import Target
+    from pdctl.target import Target
 
     good = _meta([(-0.5, 7)])
     bad = _meta([(-0.9, 7)], inp=[None, -2.0, -2.0])  # prefill logits differ, beyond tolerance

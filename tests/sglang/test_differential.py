@@ -30,6 +30,7 @@ from pdctl.plan import (
     ratio_ok,
 )
 from pdctl.plan.windows import send_chunks
+from pdctl.render.deployment import render
 from pdctl.sglang import messages
 from pdctl.sglang.stages import ORDER
 from pdctl.topology import build_topology
@@ -217,7 +218,7 @@ def test_check_compat_verdicts_equal_sglangs(oracle) -> None:
         theirs = sglang_stage(s, hand, maps[key], {(t, r): slices[(s["p"], s["d"], t, r, s["heads"])]
                                                    for r in range(s["d"]) for t in range(s["p"])},
                               regs.get(key) if s["backend"] == "nixl" else None, blocks.get(id(s)))
-        findings = evaluate(topology(s["p"], s["d"], s["p_pp"], s["d_pp"], s["backend"], s["layout"]),
+        findings = evaluate(render(topology(s["p"], s["d"], s["p_pp"], s["d_pp"], s["backend"], s["layout"])),
                             model(s["heads"], s["swa"]))
         # field-incident rules are deliberate extras (SGLang has no guard to compare them with): left out of
         # the comparison, and none of them may fire on this sweep (no DP, one GPU kind, no weights to size)

@@ -10,7 +10,7 @@ from pdctl.compat import evaluate
 from pdctl.plan import HeadSliceError, head_slice_blocks
 from pdctl.reference.roles.handshake import handshake_problem
 from pdctl.sglang import messages
-from tests.support.topo_factory import make
+from tests.support.topo_factory import rendered
 
 INFO = {"role": "prefill", "tp_size": 1, "pp_size": 1, "page_size": 64, "kv_cache_dtype": "auto",
         "kv_layout": "nhd", "hybrid_swa": True, "num_kv_heads": 8, "head_dim": 64, "num_layers": 36,
@@ -18,7 +18,7 @@ INFO = {"role": "prefill", "tp_size": 1, "pp_size": 1, "page_size": 64, "kv_cach
 
 
 def compat_message(**over) -> dict[str, str]:
-    return {f.rule: f.message for f in evaluate(*make(**over)) if not f.ok}
+    return {f.rule: f.message for f in evaluate(*rendered(**over)) if not f.ok}
 
 
 @pytest.mark.parametrize("over,rule,info,text", [

@@ -244,9 +244,3 @@ class Cluster:
 def _stop_all() -> None:
     for cluster in list(_live):  # noqa: PERF101 - stop() removes the cluster from _live
         cluster.stop()
-
-
-def namespaces_of_this_run() -> list[str]:
-    """The namespaces this process's harness still holds (for tests that check the cleanup)."""
-    return [n for n in _sh(["ip", "netns", "list"], check=False).stdout.split()
-            if n.startswith(f"{PREFIX}-{os.getpid()}-")]

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from pdctl.launch.executors.local import group_members, proc_stat
+from pdctl.executors.local import group_members, proc_stat
 
 
 def started_records(run_dir: Path) -> list[dict]:

@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 from pdctl.models import resolve_model_spec
+from pdctl.render.deployment import render
 from pdctl.topology import build_topology
 
 BASE: dict[str, Any] = {
@@ -40,6 +41,12 @@ def _build(base: dict[str, Any], over: dict[str, Any]) -> tuple[Any, Any]:
 def make(**over: Any) -> tuple[Any, Any]:
     """(topology, model spec) for BASE with `over` deep-merged in (lists replace)."""
     return _build(BASE, over)
+
+
+def rendered(**over: Any) -> tuple[Any, Any]:
+    """(deployment, model spec) of make(**over): what check-compat judges (pdctl.render renders it once)."""
+    topo, spec = make(**over)
+    return render(topo), spec
 
 
 def gpu(kind: str, p: int = 4, d: int = 4) -> list[dict[str, Any]]:

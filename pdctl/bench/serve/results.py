@@ -7,8 +7,9 @@ from typing import Any
 
 from pdctl.bench.serve.compare import GateFailure, ratios
 from pdctl.bench.serve.metrics import PointMetrics
+from pdctl.bench.serve.prediction import compare
 from pdctl.bench.serve.sweep import SweepSpec
-from pdctl.bench.serve.targets import Deployment
+from pdctl.bench.serve.targets import Side
 
 
 @dataclass
@@ -18,9 +19,9 @@ class BenchResult:
     tool: str
     spec: SweepSpec
     dataset: str
-    candidate: Deployment
+    candidate: Side
     points: list[PointMetrics]
-    control: Deployment | None = None
+    control: Side | None = None
     control_points: list[PointMetrics] | None = None
     max_regression: float | None = None
     gate_metrics: tuple[str, ...] = ()
@@ -74,6 +75,4 @@ class BenchResult:
 
     def prediction(self) -> dict[str, Any] | None:
         """Predicted against measured at the predicted point (pdctl.bench.serve.prediction), or None."""
-        from pdctl.bench.serve.prediction import compare
-
         return compare(self.predicted, self.points)

@@ -19,7 +19,7 @@ from pdctl.bench.serve.compare import gate, parse_metrics, parse_percent
 from pdctl.bench.serve.metrics import PointMetrics
 from pdctl.bench.serve.results import BenchResult
 from pdctl.bench.serve.sweep import build_spec
-from pdctl.bench.serve.targets import Deployment
+from pdctl.bench.serve.targets import Side
 from pdctl.bench.serve.tool import find_tool, run_sweep
 from pdctl.errors import UserError
 from pdctl.liveness import Watchdog
@@ -121,7 +121,7 @@ def _work_dir(explicit: str | None) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def _control(req: BenchRequest) -> Iterator[Deployment | None]:
+def _control(req: BenchRequest) -> Iterator[Side | None]:
     if req.control_url is not None:
         yield targets.from_url("control", req.control_url, req.control_gpus)
     elif req.control_topology is not None:
@@ -161,7 +161,7 @@ def run_request(req: BenchRequest, progress: Progress | None = None) -> BenchRes
             say(ProgressUpdate("setup", 0, 0, f"launching the control topology {req.control_topology}"))
         with _control(req) as control:
 
-            def sweep(side: Deployment) -> list[PointMetrics]:
+            def sweep(side: Side) -> list[PointMetrics]:
                 done: list[PointMetrics] = []
                 watchdog = Watchdog(side.run_dir, recheck_s=0)
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdctl.errors import UserError
+from pdctl.topology.bench import BenchServe
 
 APIS = {"generate": "sglang", "completions": "sglang-oai", "chat": "sglang-oai-chat"}  # pdctl name -> tool backend
 
@@ -83,8 +84,6 @@ def build_spec(defaults: Any | None, **cli: Any) -> SweepSpec:
     """The sweep from command-line values (None = not given) over DEFAULTS (a topology's `bench.serve`, or
     None for the built-in defaults, which are the same as the section's)."""
     if defaults is None:
-        from pdctl.topology.bench import BenchServe
-
         defaults = BenchServe()
 
     def pick(name: str) -> Any:

@@ -1,8 +1,9 @@
 """The deployments a sweep runs against: where requests go, how many GPUs serve them, which tokenizer counts.
 
 A deployment is a URL (usually the router) given directly, a `pdctl launch` run dir (its router, and the
-launched topology for GPUs and `bench:` defaults), or — for the control — a topology launched for the run and
-torn down afterwards, exactly as `pdctl parity --reference-topology` does (pdctl.parity.endpoints).
+launched topology for GPUs and `bench:` defaults) — both resolved by pdctl.target, as eval and parity do — or,
+for the control, a topology launched for the run and torn down afterwards, exactly as `pdctl parity
+--reference-topology` does (pdctl.launch.scoped).
 """
 
 from __future__ import annotations
@@ -13,14 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pdctl.bench.serve.tokenizer import write_byte_tokenizer
 from pdctl.errors import UserError
-from pdctl.parity import client
+from pdctl.launch.scoped import launched_reference
+from pdctl.runs.state import TOPOLOGY_COPY
+from pdctl.target import get_json, resolve
+from pdctl.topology import load_topology
 
 REFERENCE_MODEL_TYPE = "pdctl-reference"
 
 
 @dataclass(frozen=True)
-class Deployment:
+class Side:
     """One side of the comparison."""
 
     label: str  # "candidate" | "control"
@@ -45,7 +50,7 @@ def unit_of(topo: Any = None, url: str | None = None) -> str:
     a server whose /model_info says model_type pdctl-reference), else GPUs."""
     if topo is not None:
         return "CPU rank" if all(n.gpu == "cpu" for n in topo.nodes) else "GPU"
-    info = client.get_json(url, "/model_info", "/get_model_info") if url else None
+    info = get_json(url, "/model_info", "/get_model_info") if url else None
     return "CPU rank" if (info or {}).get("model_type") == REFERENCE_MODEL_TYPE else "GPU"
 
 
@@ -58,7 +63,7 @@ def topology_gpus(topo: Any) -> int:
 
 
 def _server_gpus(url: str) -> int | None:
-    info = client.get_json(url, "/server_info", "/get_server_info") or {}
+    info = get_json(url, "/server_info", "/get_server_info") or {}
     tp, pp = info.get("tp_size"), info.get("pp_size") or 1
     return tp * pp if isinstance(tp, int) and isinstance(pp, int) and tp > 0 else None
 
@@ -66,63 +71,50 @@ def _server_gpus(url: str) -> int | None:
 def discovered_gpus(url: str) -> int | None:
     """GPUs behind URL as its servers report them: a router's workers (GET /workers) each reporting tp_size x
     pp_size in /server_info, or the server itself; None when any of them does not say."""
-    workers = (client.get_json(url, "/workers") or {}).get("workers") or []
+    workers = (get_json(url, "/workers") or {}).get("workers") or []
     urls = [w["url"] for w in workers if isinstance(w, dict) and isinstance(w.get("url"), str)]
     counts = [_server_gpus(u) for u in (urls or [url])]
     return None if not counts or any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
-def from_url(label: str, url: str, gpus: int | None) -> Deployment:
+def from_url(label: str, url: str, gpus: int | None) -> Side:
     """A deployment given by URL (UserError when it does not answer)."""
-    client.check_reachable(url, f"--{'url' if label == 'candidate' else 'control-url'}")
-    url = url.rstrip("/")
-    return Deployment(label, url, gpus if gpus is not None else discovered_gpus(url), url, unit=unit_of(url=url))
+    url = resolve(url, None, what=f"--{'url' if label == 'candidate' else 'control-url'}").url
+    return Side(label, url, gpus if gpus is not None else discovered_gpus(url), url, unit=unit_of(url=url))
 
 
-def from_run_dir(run_dir: str | None, gpus: int | None) -> Deployment:
+def from_run_dir(run_dir: str | None, gpus: int | None) -> Side:
     """The router of a `pdctl launch` run (the latest when RUN_DIR is None), with its launched topology."""
-    from pdctl.liveness import require_alive
-    from pdctl.parity.endpoints import target_from_run_dir
-    from pdctl.runs import resolve_run_dir
-
-    path = resolve_run_dir(run_dir)
-    require_alive(path, "bench serve")  # a dead worker is named now, not as a sweep of failed requests
-    target = target_from_run_dir(path)
-    client.check_reachable(target.url, f"the router of run {path}")
+    target = resolve(None, run_dir, doing="bench serve")  # a dead worker is named now, not as failed requests
+    path = target.run_dir
+    assert path is not None
     topo = None
-    copy = path / "topology.yaml"
+    copy = path / TOPOLOGY_COPY
     if copy.is_file():
-        from pdctl.topology import load_topology
-
         topo = load_topology(copy)
     count = gpus if gpus is not None else (topology_gpus(topo) if topo is not None else discovered_gpus(target.url))
-    return Deployment("candidate", target.url, count, str(path), topo, run_dir=path,
-                      unit=unit_of(topo) if topo is not None else unit_of(url=target.url))
+    return Side("candidate", target.url, count, str(path), topo, run_dir=path,
+                unit=unit_of(topo) if topo is not None else unit_of(url=target.url))
 
 
-def with_topology(side: Deployment, topology_file: str, gpus: int | None) -> Deployment:
+def with_topology(side: Side, topology_file: str, gpus: int | None) -> Side:
     """SIDE with the bench defaults and GPU count of TOPOLOGY_FILE (`--topology` next to `--url`)."""
-    from pdctl.topology import load_topology
-
     if not Path(topology_file).is_file():
         raise UserError(f"--topology {topology_file}: no such file")
     topo = load_topology(topology_file)
-    return Deployment(side.label, side.url, gpus if gpus is not None else topology_gpus(topo), side.source, topo,
-                      run_dir=side.run_dir, unit=unit_of(topo))
+    return Side(side.label, side.url, gpus if gpus is not None else topology_gpus(topo), side.source, topo,
+                run_dir=side.run_dir, unit=unit_of(topo))
 
 
 @contextlib.contextmanager
-def launched_control(topology_file: str, *, timeout: float, gpus: int | None) -> Iterator[Deployment]:
+def launched_control(topology_file: str, *, timeout: float, gpus: int | None) -> Iterator[Side]:
     """The control topology launched for the block (pdctl.launch), torn down afterwards whatever happens."""
-    from pdctl.parity.endpoints import launched_reference
-    from pdctl.topology import load_topology
-
     if not Path(topology_file).is_file():
         raise UserError(f"--control-topology {topology_file}: no such file")
     topo = load_topology(topology_file)  # bad topology: exit 2 before anything is launched
     with launched_reference(topology_file, timeout=timeout) as target:
-        yield Deployment("control", target.url, gpus if gpus is not None else topology_gpus(topo),
-                         topology_file, topo, unit=unit_of(topo))
+        yield Side("control", target.url, gpus if gpus is not None else topology_gpus(topo),
+                   topology_file, topo, unit=unit_of(topo))
 
 
 def tokenizer_for(url: str, explicit: str | None, work_dir: Path) -> str:
@@ -130,10 +122,8 @@ def tokenizer_for(url: str, explicit: str | None, work_dir: Path) -> str:
     model_type pdctl-reference), a written copy of its byte tokenizer; else the path the server reports."""
     if explicit:
         return explicit
-    info = client.get_json(url, "/model_info", "/get_model_info") or {}
+    info = get_json(url, "/model_info", "/get_model_info") or {}
     if info.get("model_type") == REFERENCE_MODEL_TYPE:
-        from pdctl.bench.serve.tokenizer import write_byte_tokenizer
-
         return str(write_byte_tokenizer(work_dir / "byte-tokenizer"))
     found = info.get("tokenizer_path") or info.get("model_path")
     if not isinstance(found, str) or not found:

@@ -35,7 +35,7 @@ class Segment:
 
 
 @dataclass(frozen=True)
-class PairPlan:
+class PairLayout:
     """All segments of one (prefill rank, decode rank) pair and whether each side stages."""
 
     src_rank: int
@@ -50,7 +50,7 @@ class PairPlan:
         return sum(s.nbytes for s in self.segments)
 
 
-def pair_plan(
+def pair_layout(
     *,
     kv_heads: int,
     page_size: int,
@@ -62,7 +62,7 @@ def pair_plan(
     dst_tp: int,
     src_rank: int,
     dst_rank: int,
-) -> PairPlan:
+) -> PairLayout:
     """Segments for one pair, in a fixed order (pool, K then V, layer, run) that fixes staging offsets."""
     hs = head_slice_params(src_tp, dst_tp, src_rank, dst_rank, kv_heads)
     gather = hs.num_heads < heads_on_rank(kv_heads, src_tp)
@@ -91,19 +91,19 @@ def pair_plan(
                         )
                     )
                     offset += nbytes
-    return PairPlan(src_rank, dst_rank, segments, gather, scatter)
+    return PairLayout(src_rank, dst_rank, segments, gather, scatter)
 
 
 PIPELINE_CHUNKS = 4  # writes per rank pair, so decode scatters chunk i while chunk i+1 is on the wire
 
 
 
-def shape_pair_plan(
+def shape_pair_layout(
     shape: KVShape, pages: dict[str, list[int]], *, src_tp: int, dst_tp: int, src_rank: int, dst_rank: int
-) -> PairPlan:
-    """`pair_plan` for a bench request of SHAPE whose pages have the same ids on both sides: the one call both
+) -> PairLayout:
+    """`pair_layout` for a bench request of SHAPE whose pages have the same ids on both sides: the one call both
     bench processes make, so prefill's gather and decode's scatter always agree on the staging layout."""
-    return pair_plan(
+    return pair_layout(
         kv_heads=shape.kv_heads,
         page_size=shape.page_size,
         head_bytes=shape.head_bytes,
@@ -135,7 +135,7 @@ def pool_slice(pool: np.ndarray, seg: Segment, *, src: bool) -> np.ndarray:
 
 
 def gather(
-    plan: PairPlan,
+    layout: PairLayout,
     pools: dict[str, np.ndarray],
     staging: np.ndarray,
     page_size: int,
@@ -143,12 +143,12 @@ def gather(
     only: range | None = None,
 ) -> None:
     """Prefill side: copy the pair's heads (segments `only`, default all) out of the pools into staging."""
-    for seg in plan.segments if only is None else plan.segments[only.start : only.stop]:
+    for seg in layout.segments if only is None else layout.segments[only.start : only.stop]:
         staging_view(staging, seg, page_size, head_bytes)[...] = pool_slice(pools[seg.pool], seg, src=True)
 
 
 def scatter(
-    plan: PairPlan,
+    layout: PairLayout,
     pools: dict[str, np.ndarray],
     staging: np.ndarray,
     page_size: int,
@@ -156,12 +156,12 @@ def scatter(
     only: range | None = None,
 ) -> None:
     """Decode side: copy received staging bytes (segments `only`, default all) into the pages' head slots."""
-    for seg in plan.segments if only is None else plan.segments[only.start : only.stop]:
+    for seg in layout.segments if only is None else layout.segments[only.start : only.stop]:
         pool_slice(pools[seg.pool], seg, src=False)[...] = staging_view(staging, seg, page_size, head_bytes)
 
 
 def descriptors(
-    plan: PairPlan,
+    layout: PairLayout,
     *,
     src_base: dict[str, int] | int,
     dst_base: dict[str, int] | int,
@@ -173,13 +173,13 @@ def descriptors(
     `*_pools[name] = (item_len, kv_ptrs)`; `*_base` is the staging buffer address (used when that side stages).
     """
     src, dst, lens = [], [], []
-    for seg in plan.segments:
-        if plan.gather:
+    for seg in layout.segments:
+        if layout.gather:
             src.append(int(src_base) + seg.offset)  # type: ignore[arg-type]
         else:
             item, ptrs = src_pools[seg.pool]
             src.append(ptrs[seg.kv * (len(ptrs) // 2) + seg.layer] + seg.src_page * item)
-        if plan.scatter:
+        if layout.scatter:
             dst.append(int(dst_base) + seg.offset)  # type: ignore[arg-type]
         else:
             item, ptrs = dst_pools[seg.pool]

@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from pdctl.bench.transfer.packed import chunk_ranges, scatter, shape_pair_plan
+from pdctl.bench.transfer.packed import chunk_ranges, scatter, shape_pair_layout
 from pdctl.bench.transfer.rankmem import KVShape, RankMemory, global_kv
 from pdctl.errors import CheckFailed
 from pdctl.plan import prefill_peers
+from pdctl.procexit import die_with_parent
 from pdctl.transfer.backends import create_backend
 
 
@@ -101,7 +102,7 @@ class PeerProcess:
 
 
 class DecodeSide:
-    """Decode ranks' memory, endpoints and per-pair packed plans."""
+    """Decode ranks' memory, endpoints and per-pair packed layouts."""
 
     def __init__(self, cfg: dict[str, Any]) -> None:
         self.shape = KVShape(**cfg["shape"])
@@ -111,17 +112,18 @@ class DecodeSide:
         self.ranks = [RankMemory(self.shape, self.d_tp, d) for d in range(self.d_tp)]
         host = str(cfg.get("host") or "127.0.0.1")
         self.backends = [create_backend(cfg["backend"], f"bench-decode{d}", host=host) for d in range(self.d_tp)]
-        self.plans: dict[tuple[int, int], Any] = {}
+        self.layouts: dict[tuple[int, int], Any] = {}
         self.staging: dict[tuple[int, int], np.ndarray] = {}
         layers = self.shape.pool_layers()
         for d, mem in enumerate(self.ranks):
             self.backends[d].register(mem.regions())
             for p in prefill_peers(self.p_tp, self.d_tp, d):
                 pages = {name: mem.page_ids(name) for name in layers}
-                plan = shape_pair_plan(self.shape, pages, src_tp=self.p_tp, dst_tp=self.d_tp, src_rank=p, dst_rank=d)
-                self.plans[(p, d)] = plan
-                if plan.scatter:
-                    buf = np.zeros(plan.nbytes, dtype=np.uint8)
+                layout = shape_pair_layout(self.shape, pages, src_tp=self.p_tp, dst_tp=self.d_tp, src_rank=p,
+                                           dst_rank=d)
+                self.layouts[(p, d)] = layout
+                if layout.scatter:
+                    buf = np.zeros(layout.nbytes, dtype=np.uint8)
                     self.backends[d].register([(int(buf.ctypes.data), int(buf.nbytes))])
                     self.staging[(p, d)] = buf
 
@@ -158,12 +160,12 @@ class DecodeSide:
                         continue
                     pair = (int(parts[2]), d)
                     chunk = int(parts[3]) if len(parts) > 3 else -1
-                    if path == "packed" and self.plans[pair].scatter:
-                        plan = self.plans[pair]
-                        only = chunk_ranges(len(plan.segments))[chunk] if chunk >= 0 else None
+                    if path == "packed" and self.layouts[pair].scatter:
+                        layout = self.layouts[pair]
+                        only = chunk_ranges(len(layout.segments))[chunk] if chunk >= 0 else None
                         t = time.monotonic()
                         scatter(
-                            plan,
+                            layout,
                             self.ranks[d].pools(),
                             self.staging[pair],
                             self.shape.page_size,
@@ -183,8 +185,6 @@ class DecodeSide:
 
 def main() -> int:
     """Serve the bench protocol until "quit" or EOF (or the driver's death: no orphan keeps working)."""
-    from pdctl.procexit import die_with_parent
-
     die_with_parent()
     side: DecodeSide | None = None
     for line in sys.stdin:

@@ -8,34 +8,10 @@ without shipping the expected data between processes.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
-
 import numpy as np
 
 from pdctl.plan import global_head, heads_on_rank
-
-
-@dataclass(frozen=True)
-class KVShape:
-    """What one request's KV looks like: layers per pool, heads, bytes per head, pages."""
-
-    full_layers: int
-    swa_layers: int
-    kv_heads: int
-    head_bytes: int  # head_dim * bytes per element
-    page_size: int
-    full_pages: int  # pages of the request in full-attention layers
-    swa_pages: int  # window pages of the request in SWA layers (0 without hybrid SWA memory)
-
-    def pool_layers(self) -> dict[str, int]:
-        """Layers of each pool the request occupies, keyed like `RankMemory.pools()` ("swa" only with window
-        pages), so both bench processes plan the same pools."""
-        return {"full": self.full_layers} | ({"swa": self.swa_layers} if self.swa_layers and self.swa_pages else {})
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form, to hand the shape to the peer process."""
-        return asdict(self)
+from pdctl.plan.request import KVShape
 
 
 def global_kv(shape: KVShape, seed: int) -> tuple[np.ndarray, np.ndarray | None]:

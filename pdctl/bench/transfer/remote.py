@@ -19,8 +19,8 @@ import threading
 from dataclasses import fields
 from typing import Any
 
-from pdctl.bench.transfer.config import BenchConfig
 from pdctl.errors import CheckFailed, PdctlError
+from pdctl.plan.request import BenchConfig
 
 TO_PEER = "@>"
 FROM_PEER = "@@"

@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from pdctl.bench.transfer.config import BenchConfig, config_from_topology, heads_note, kv_shape
-from pdctl.bench.transfer.packed import chunk_ranges, gather, shape_pair_plan
+from pdctl.bench.transfer.packed import chunk_ranges, gather, shape_pair_layout
 from pdctl.bench.transfer.packed import descriptors as packed_descriptors
 from pdctl.bench.transfer.peer import PeerProcess
 from pdctl.bench.transfer.rankmem import KVShape, RankMemory, global_kv
@@ -27,7 +26,9 @@ from pdctl.plan import (
     page_blocks,
     ratio_ok,
 )
-from pdctl.transfer.backends import BACKENDS, TransferError, create_backend, flatten_blocks
+from pdctl.plan.request import BenchConfig, config_from_topology, heads_note, kv_shape
+from pdctl.transfer.backends import TransferError, create_backend, flatten_blocks
+from pdctl.transfer.registry import NAMES
 
 __all__ = ["BenchConfig", "config_from_topology", "heads_note", "memcpy_gbps", "run_bench"]
 # The peer's own waits end after cfg.timeout; its setup and byte verification get this much on top.
@@ -87,8 +88,8 @@ def run_bench(cfg: BenchConfig, peer: Any = None) -> dict[str, Any]:
     memcpy, per-token, memcpy, packed, memcpy back to back; the best of each (memcpy: best of all its
     measurements) gives the figures, so load hurts all three alike instead of skewing the ratio.
     """
-    if cfg.backend not in BACKENDS:
-        raise UserError(f"unknown backend {cfg.backend!r}: expected one of {', '.join(BACKENDS)}")
+    if cfg.backend not in NAMES:
+        raise UserError(f"unknown backend {cfg.backend!r}: expected one of {', '.join(NAMES)}")
     if cfg.tokens < 1:
         raise UserError(f"--tokens must be positive, got {cfg.tokens}")
     if cfg.repeats < 1:
@@ -282,7 +283,7 @@ def _packed_plan(cfg, shape, backends, peers, ranks, remote) -> dict[str, Any]: 
     plans, staging, descs = {}, {}, {}
     for p, d in peers:
         pages = {name: ranks[p].page_ids(name) for name in layers}
-        plan = shape_pair_plan(shape, pages, src_tp=cfg.prefill_tp, dst_tp=cfg.decode_tp, src_rank=p, dst_rank=d)
+        plan = shape_pair_layout(shape, pages, src_tp=cfg.prefill_tp, dst_tp=cfg.decode_tp, src_rank=p, dst_rank=d)
         plans[(p, d)] = plan
         if plan.gather:
             staging[(p, d)] = buf = np.zeros(plan.nbytes, dtype=np.uint8)

@@ -19,36 +19,18 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from pdctl.errors import UserError
+from pdctl.evals.base import EvalData, Item
 from pdctl.evals.gsm8k.scoring import INVALID, label_value
+from pdctl.extras import missing_module_error
 from pdctl.jsonfiles import iter_jsonl
 
 DATASET = "openai/gsm8k"
 CONFIG = "main"
 HUB_HOST = "huggingface.co"
 NETWORK_PROBE_TIMEOUT_S = 3.0
-
-
-@dataclass(frozen=True)
-class Item:
-    """One GSM8K problem. `index` is its position in its source, the key results and --resume use."""
-
-    index: int
-    question: str
-    answer: str
-
-
-@dataclass(frozen=True)
-class EvalData:
-    """What an eval asks (`questions`) and shows as examples (`shots`), and where each came from."""
-
-    questions: list[Item]
-    shots: list[Item]
-    source: str
-    shots_source: str
 
 
 def read_jsonl(path: str | Path) -> list[Item]:
@@ -102,8 +84,6 @@ def load_hf_split(split: str) -> list[Item]:
 
     Raises UserError suggesting --data-file when it is neither cached nor downloadable.
     """
-    from pdctl.extras import missing_module_error
-
     offline = _prepare_hf_env()
     try:
         import datasets  # heavy: imported only when the user did not give --data-file
@@ -114,7 +94,6 @@ def load_hf_split(split: str) -> list[Item]:
         raise UserError(f"{error.message}; or pass --data-file JSONL with {{\"question\", \"answer\"}} lines",
                         detail=error.detail) from exc
     try:
-
         datasets.logging.set_verbosity_error()
         rows = datasets.load_dataset(DATASET, CONFIG, split=split)
     except Exception as exc:  # datasets raises many types (ConnectionError, FileNotFoundError, ValueError...)

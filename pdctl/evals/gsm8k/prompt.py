@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pdctl.evals.gsm8k.data import Item
+from pdctl.evals.base import EvalData, Item
 
 #: few_shot_gsm8k's stop strings.
 STOP: tuple[str, ...] = ("Question", "Assistant:", "<|separator|>")
@@ -34,3 +34,9 @@ def few_shot_prefix(shots: Sequence[Item]) -> str:
 def build_prompt(prefix: str, item: Item) -> str:
     """The full prompt for ITEM given the few-shot PREFIX from `few_shot_prefix`."""
     return prefix + question_text(item.question)
+
+
+def prompts(data: EvalData) -> list[str]:
+    """The prompt of every question of DATA: its few-shot prefix, then the question."""
+    prefix = few_shot_prefix(data.shots)
+    return [build_prompt(prefix, item) for item in data.questions]

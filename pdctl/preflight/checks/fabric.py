@@ -22,6 +22,7 @@ from pdctl.preflight.parsers.pci_topology import parse_pci
 from pdctl.preflight.parsers.ucx_env import NetDevice, dmabuf_missing, parse_net_devices, tcp_allowed
 from pdctl.preflight.report import Check, failed, passed
 from pdctl.sglang import messages
+from pdctl.transfer.registry import backend
 
 DYNAMO_10852 = "https://github.com/ai-dynamo/dynamo/pull/10852"
 SGLANG_40641 = "https://github.com/sgl-project/sglang/pull/40641"
@@ -34,7 +35,7 @@ def run(ctx: Context) -> list[NodeCheck]:
     for name in ctx.pd_nodes():
         node = ctx.topo.node(name)
         view = FabricView.of(ctx, name)
-        if ctx.topo.transfer.backend == "nixl":
+        if backend(ctx.topo.transfer.backend).ucx:  # UCX_NET_DEVICES and NIXL's own endpoint: UCX's business
             out.append((name, view.net_devices()))
             out.append((name, view.self_endpoint(ctx.topo.transfer.protocol)))
         if node.gpu != "cpu" and ctx.topo.transfer.protocol == "rdma":

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pdctl.preflight.context import Context, NodeCheck
 from pdctl.preflight.parsers.nvidia_smi import GpuInventory, parse_nvidia_smi_q
 from pdctl.preflight.report import failed, passed
+from pdctl.transfer.registry import NVLINK_CAPABLE, backend
 
 
 def inventory(ctx: Context, node: str) -> tuple[GpuInventory | None, str | None]:
@@ -104,11 +105,12 @@ def _nvlink(ctx: Context) -> list[NodeCheck]:
                                      fix="place prefill and decode in one NVL72 rack, or set transfer.nvlink: "
                                          "off/auto")))
     if shared and mode != "off" and nodes:
-        if topo.transfer.backend == "nixl":
-            out.append((nodes[0], failed("nvlink.backend", "the nodes share an NVLink domain, but NIXL/UCX uses "
-                                         "NVLink across nodes only for fabric-handle memory, which SGLang's KV pool "
-                                         "does not allocate: KV will go over the NIC", severity="warning",
-                                         fix="use transfer.backend: mooncake to move KV over NVLink")))
+        entry = backend(topo.transfer.backend)
+        if not entry.nvlink_env:
+            out.append((nodes[0], failed("nvlink.backend", f"the nodes share an NVLink domain, but with {entry.title} "
+                                         f"{entry.no_nvlink}: KV will go over the NIC", severity="warning",
+                                         fix=f"use transfer.backend: {' or '.join(NVLINK_CAPABLE)} to move KV over "
+                                             "NVLink")))
         else:
             machines = {ctx.fact(n, "python", "machine") for n in nodes}
             if machines - {"aarch64", "arm64"}:

@@ -7,6 +7,7 @@ from pdctl.preflight.context import Context, NodeCheck
 from pdctl.preflight.parsers.ib_sysfs import parse_ib_sysfs
 from pdctl.preflight.parsers.ucx_info import parse_ucx_info, transports_for
 from pdctl.preflight.report import failed, passed
+from pdctl.transfer.registry import backend
 
 
 def needed_protocol(ctx: Context) -> str:
@@ -45,7 +46,7 @@ def run(ctx: Context) -> list[NodeCheck]:
             out.append((name, passed("rdma.devices", f"active HCAs: {', '.join(active)}", active) if active else
                         failed("rdma.devices", "transfer.protocol rdma, but no HCA has an ACTIVE port",
                                found=summary, fix="use transfer.protocol: tcp, or fix the HCAs")))
-        if ctx.topo.transfer.backend == "nixl":
+        if backend(ctx.topo.transfer.backend).ucx:
             out.append((name, _ucx(ctx, name, protocol)))
     return out
 

@@ -13,7 +13,7 @@ MIN_FREE_MEMORY = 1 * GIB
 
 def run(ctx: Context) -> list[NodeCheck]:
     out: list[NodeCheck] = []
-    what = {(node, port): label for node, port, label in port_bindings(ctx.topo)}
+    what = {(node, port): label for node, port, label in port_bindings(ctx.topo, ctx.deployment.placements)}
     for name in [n for n in ctx.facts if ctx.reached(n)]:
         for host, port, state in ctx.fact(name, "ports") or []:
             label = what.get((name, port), "a server")

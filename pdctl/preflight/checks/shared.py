@@ -3,7 +3,7 @@ and the working directory and Python environment it starts its steps with.
 
 The launch (on the job's first node) writes a token file into the run dir and every node must read the same
 token back: a run dir on a node-local disk (/tmp, a local ext4) exists on one node only, or as different
-directories. pdctl.launch.slurm.sharedfs warns about it when the job is rendered (a judgement from the
+directories. pdctl.render.sharedfs warns about it when the job is rendered (a judgement from the
 filesystem type); this is the proof on the nodes themselves. Skipped in a container (the probe then sees the
 image's files, not the node's).
 """

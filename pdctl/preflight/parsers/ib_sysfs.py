@@ -32,7 +32,6 @@ class IbDevice:
 
     name: str
     hca_type: str | None = None
-    fw_ver: str | None = None
     ports: dict[str, IbPort] = field(default_factory=dict)
 
     @property
@@ -59,8 +58,6 @@ def parse_ib_sysfs(text: str) -> dict[str, IbDevice]:
         if len(parts) == 2:
             if parts[1] == "hca_type":
                 device.hca_type = value
-            elif parts[1] == "fw_ver":
-                device.fw_ver = value
         elif len(parts) == 4 and parts[1] == "ports":
             port = device.ports.setdefault(parts[2], IbPort())
             if parts[3] == "state":

@@ -42,7 +42,6 @@ class PDSettings:
     host: str = "127.0.0.1"
     transfer_backend: str = "nixl"
     bootstrap_port: int = 8998
-    decode_enable_radix_cache: bool = False
     transfer_timeout: float = 30.0
     unsafe_skip_handshake_checks: bool = False
     kv_cache_dtype: str = "auto"

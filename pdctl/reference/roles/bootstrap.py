@@ -29,6 +29,7 @@ from typing import Any
 
 import requests
 
+from pdctl.errors import UserError
 from pdctl.reference.roles.liveness import DEAD, SLOW, classify
 
 Handler = Callable[[dict[str, Any]], "str | None"]
@@ -105,8 +106,6 @@ class BootstrapServer:
         try:
             self.httpd = _QuietServer((host, port), _H)
         except OSError as exc:
-            from pdctl.errors import UserError
-
             raise UserError(f"cannot bind the bootstrap server on {host}:{port}: {exc}") from exc
         self.port = int(self.httpd.server_address[1])  # the bound port (port 0 picks a free one)
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="bootstrap", daemon=True)

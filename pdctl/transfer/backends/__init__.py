@@ -1,7 +1,7 @@
-"""KV transfer backends (NIXL, Mooncake) behind one protocol (base.py); factory.py picks one by name."""
+"""KV transfer backends (NIXL, Mooncake) behind one protocol (base.py); factory.py creates one by its name in
+pdctl.transfer.registry, the one table of backends."""
 
 from pdctl.transfer.backends.base import (
-    BACKENDS,
     Notification,
     TransferBackend,
     TransferError,
@@ -9,4 +9,4 @@ from pdctl.transfer.backends.base import (
 )
 from pdctl.transfer.backends.factory import create_backend
 
-__all__ = ["BACKENDS", "Notification", "TransferBackend", "TransferError", "create_backend", "flatten_blocks"]
+__all__ = ["Notification", "TransferBackend", "TransferError", "create_backend", "flatten_blocks"]

@@ -13,8 +13,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-BACKENDS = ("nixl", "mooncake")
-
 
 class TransferError(RuntimeError):
     """A transfer could not be set up or did not complete (peer gone, timeout, library error)."""

@@ -1,4 +1,5 @@
-"""Pick a transfer backend by name; each library is imported only when its backend is created.
+"""Create a transfer backend endpoint by name: the registry (pdctl.transfer.registry) says which module implements
+it, and that module (and its library) is imported only here, when an endpoint is created.
 
 Processes that create a backend should end through `pdctl.procexit` (their entry point's business, not this
 module's): NIXL 1.5.1 can crash in native destructors at interpreter exit.
@@ -6,19 +7,14 @@ module's): NIXL 1.5.1 can crash in native destructors at interpreter exit.
 
 from __future__ import annotations
 
-from pdctl.transfer.backends.base import BACKENDS, TransferBackend
+import importlib
+
+from pdctl.transfer.backends.base import TransferBackend
+from pdctl.transfer.registry import backend
 
 
 def create_backend(kind: str, name: str, *, host: str = "127.0.0.1") -> TransferBackend:
-    """Create a backend endpoint of KIND ("nixl" | "mooncake"); `host` is the address peers reach us at."""
-    if kind == "nixl":
-        from pdctl.transfer.backends.nixl import NixlBackend
-
-        return NixlBackend(name)
-    if kind == "mooncake":
-        from pdctl.transfer.backends.mooncake import MooncakeBackend
-
-        return MooncakeBackend(name, host=host)
-    from pdctl.errors import UserError
-
-    raise UserError(f"unknown transfer backend {kind!r}: expected one of {', '.join(BACKENDS)}")
+    """Create an endpoint of backend KIND (a name of pdctl.transfer.registry); HOST is the address peers reach
+    us at (for backends whose endpoints advertise one)."""
+    module, cls = backend(kind).implementation.split(":")
+    return getattr(importlib.import_module(module), cls)(name, host=host)

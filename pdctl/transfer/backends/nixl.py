@@ -67,7 +67,7 @@ class NixlBackend:
 
     kind = "nixl"
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, host: str = "127.0.0.1") -> None:
         api = _import_nixl()
         self._api = api
         self.name = f"{name}-{uuid.uuid4().hex[:8]}"

@@ -41,7 +41,7 @@ def pd_run(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path, sglan
                "checkpoint": ref_checkpoint, "python": sglang_python}
     finally:
         if (run_dir / "state.json").exists():
-            from pdctl.launch import teardown
+            from pdctl.launch.shutdown import teardown
 
             teardown(run_dir, grace_s=5)
 

@@ -173,8 +173,8 @@ def test_cpu_ranks_are_not_called_gpus_and_no_ratio_without_a_control() -> None:
 
     from pdctl.bench.serve.report import render_html
     from pdctl.bench.serve.results import BenchResult
-    from pdctl.bench.serve.targets import Deployment, unit_of
-    from pdctl.cli.bench_serve import render
+    from pdctl.bench.serve.targets import Side, unit_of
+    from pdctl.cli.bench_serve import print_result as render
     from tests.support.topo_factory import make
 
     cpu, _ = make(nodes=[{"name": "p0", "host": "127.0.0.1", "gpu": "cpu", "gpus": 4}],
@@ -183,7 +183,7 @@ def test_cpu_ranks_are_not_called_gpus_and_no_ratio_without_a_control() -> None:
     point = Point(0, 2, 16, 8, 8)
     spec = build_spec(None, concurrency=(2,), isl=(16,), osl=(8,))
     result = BenchResult(tool="t", spec=spec, dataset="random", points=[_metrics(point)],
-                         candidate=Deployment("candidate", "http://c", 3, "http://c", unit="CPU rank"))
+                         candidate=Side("candidate", "http://c", 3, "http://c", unit="CPU rank"))
     out = Console(record=True, width=200)
     render(result, out)
     text = out.export_text()
@@ -191,8 +191,8 @@ def test_cpu_ranks_are_not_called_gpus_and_no_ratio_without_a_control() -> None:
     page = render_html(result)
     assert "ratio = " not in page and "3 CPU ranks" in page and "GPUs" not in page and "tok/s/rank" in page
     with_control = BenchResult(tool="t", spec=spec, dataset="random", points=[_metrics(point)],
-                               candidate=Deployment("candidate", "http://c", 8, "http://c"),
-                               control=Deployment("control", "http://k", 1, "http://k"),
+                               candidate=Side("candidate", "http://c", 8, "http://c"),
+                               control=Side("control", "http://k", 1, "http://k"),
                                control_points=[_metrics(point)])
     page = render_html(with_control)
     assert "ratio = candidate / control" in page and "(8 GPUs)" in page and "(1 GPU)" in page

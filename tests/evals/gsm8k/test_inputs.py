@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from pdctl.errors import UserError
-from pdctl.evals.gsm8k.defaults import BUILTIN, eval_defaults
-from pdctl.evals.gsm8k.results import ResultsWriter, read_records, resumable
-from pdctl.evals.gsm8k.summary import summarize
+from pdctl.evals.defaults import eval_defaults
+from pdctl.evals.gsm8k import GSM8K
+from pdctl.evals.results import ResultsWriter, read_records, resumable
+from pdctl.evals.summary import summarize
 from tests.support.net import free_port
 from tests.support.paths import REPO as ROOT
 
@@ -47,7 +48,7 @@ def test_bad_input_exits_2_with_a_message(tmp_path: Path, args: list[str], messa
 
 
 def test_defaults_from_a_topology_file() -> None:
-    values, source = eval_defaults(ROOT / "configs" / "local-cpu.yaml")
+    values, source = eval_defaults(GSM8K, ROOT / "configs" / "local-cpu.yaml")
     assert values["num_questions"] == 20 and values["max_new_tokens"] == 64 and values["parallel"] == 16
     assert values["floor"] is None and "local-cpu.yaml" in source
 
@@ -56,24 +57,24 @@ def test_defaults_from_a_run_dir(tmp_path: Path) -> None:
     topo = (ROOT / "configs" / "local-cpu.yaml").read_text().replace(
         "parallel: 16}", "parallel: 16, floor: 0.5}")
     (tmp_path / "topology.yaml").write_text(topo)
-    values, _ = eval_defaults(None, tmp_path, {"topology": "local-cpu"})
+    values, _ = eval_defaults(GSM8K, None, tmp_path, {"topology": "local-cpu"})
     assert values["floor"] == 0.5 and values["num_questions"] == 20
     # a recorded path wins over the copy; a block recorded in state.json is used when there is no file
-    values, source = eval_defaults(None, tmp_path / "empty", {"eval": {"gsm8k": {"floor": 0.25}}})
+    values, source = eval_defaults(GSM8K, None, tmp_path / "empty", {"eval": {"gsm8k": {"floor": 0.25}}})
     assert values["floor"] == 0.25 and "state.json" in source
-    values, source = eval_defaults(None, tmp_path / "empty", {})
-    assert values == BUILTIN and source == "built-in defaults"
+    values, source = eval_defaults(GSM8K, None, tmp_path / "empty", {})
+    assert values == GSM8K.defaults and source == "built-in defaults"
 
 
 def test_a_run_whose_topology_cannot_be_read_is_an_error_not_a_lost_floor(tmp_path: Path) -> None:
     """Issue 16: the floor of an unreadable topology vanished and the eval exited 0 (a false OK)."""
     gone = tmp_path / "moved-away.yaml"
     with pytest.raises(UserError, match="cannot be read any more"):
-        eval_defaults(None, tmp_path / "run", {"topology_path": str(gone)})
+        eval_defaults(GSM8K, None, tmp_path / "run", {"topology_path": str(gone)})
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "topology.yaml").write_text("name: [unterminated\n")
     with pytest.raises(UserError, match="cannot be read, so its eval settings"):
-        eval_defaults(None, tmp_path / "broken", {})
+        eval_defaults(GSM8K, None, tmp_path / "broken", {})
 
 
 def test_eval_cli_refuses_a_run_whose_topology_is_gone(tmp_path: Path) -> None:
@@ -121,7 +122,8 @@ def test_resume_reads_line_separators_in_outputs_and_a_line_torn_inside_a_charac
 
 def test_summary_counts() -> None:
     records = [_rec(0, "a", True), _rec(1, "b", False, error="x", tokens=0), _rec(2, "c", True), _rec(3, "d", False)]
-    doc = summarize(records, num_questions=4, floor=0.6, max_errors=0, wall_s=2.0, new_completion_tokens=12)
+    doc = summarize(records, num_questions=4, floor=0.6, max_errors=0, wall_s=2.0, new_completion_tokens=12,
+                    rates=GSM8K.rates)
     assert (doc["accuracy"], doc["flexible_accuracy"], doc["invalid"], doc["errors"]) == (0.5, 0.5, 0.25, 1)
     assert doc["output_throughput"] == 6.0 and not doc["ok"] and len(doc["reasons"]) == 2
     doc = summarize(records, num_questions=4, floor=0.5, max_errors=None, wall_s=2.0, new_completion_tokens=12)

@@ -147,7 +147,7 @@ def test_strict_and_flexible_agree_with_lm_eval_itself(output: str, answer: str)
 
 def test_response_parsing_of_each_api() -> None:
     """SGLang-shaped responses of the three APIs (pure parsing; the e2e tests use the real engine)."""
-    from pdctl.evals.gsm8k.client import parse_response
+    from pdctl.evals.client import parse_response
 
     native = {"text": " 18", "meta_info": {"completion_tokens": 2, "prompt_tokens": 9,
                                            "finish_reason": {"type": "stop", "matched": "Question"}}}

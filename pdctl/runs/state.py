@@ -1,0 +1,191 @@
+"""The run directory of a launch: plan.json (the rendered deployment), state.json, logs/<process>.log.
+
+state.json is rewritten after every process start (atomically), so that whatever happens to pdctl, the
+pids and process groups of everything it started are on disk for `pdctl down`.
+Keys (ARCHITECTURE.md): topology, run_dir, processes [{role, replica, node, pid, pgid, url, log, executor}],
+router {url, metrics_url, pid, pgid, log}; plus name, host, node_rank, start_time, ssh per process, status,
+launched_at, topology_path (the file launched; copied to <run_dir>/topology.yaml); srun steps add job_id, step,
+launcher, job_owned; docker-wrapped processes their container.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pdctl.errors import UserError
+from pdctl.render.spec import Deployment, ProcessSpec
+from pdctl.runs import DEPLOYMENT_FILE, STATE_FILE
+from pdctl.topology.overrides import describe_overrides
+
+TOPOLOGY_COPY = "topology.yaml"
+
+
+def make_run_dir(run_dir: Path) -> None:
+    """Create RUN_DIR (and its parents); a --run-dir that cannot be a directory is bad input (exit 2)."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create run directory {run_dir}: {exc.strerror or exc}") from None
+
+
+DRY_RUN_DIR = "dry-run"
+
+
+def dry_run_dir(run_dir: Path) -> Path:
+    """Where a dry run writes its deployment (and sbatch script): RUN_DIR, unless a launch keeps its records
+    there (state.json: a live run, or a past one that `pdctl runs` lists), then RUN_DIR/dry-run, so that a dry
+    run never changes what status, eval, down and the run history read."""
+    return run_dir / DRY_RUN_DIR if (run_dir / STATE_FILE).exists() else run_dir
+
+
+def write_deployment(run_dir: Path, deployment: Deployment) -> Path:
+    """Write <run_dir>/plan.json (the rendered deployment: every command); returns its path."""
+    make_run_dir(run_dir)
+    path = run_dir / DEPLOYMENT_FILE
+    path.write_text(json.dumps(deployment.to_json(), indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def log_path(run_dir: Path, proc: ProcessSpec) -> str:
+    """Absolute log path of PROC: the same path on whichever node runs it."""
+    return str((run_dir / "logs" / f"{proc.name}.log").resolve())
+
+
+def public(record: dict[str, Any]) -> dict[str, Any]:
+    """A record without in-memory fields (Popen handles are kept under '_' keys)."""
+    return {k: v for k, v in record.items() if not k.startswith("_")}
+
+
+def new_record(proc: ProcessSpec, run_dir: Path) -> dict[str, Any]:
+    """The state record of PROC before it starts (pid/pgid are filled in by the executor)."""
+    return {
+        "name": proc.name,
+        "role": proc.role,
+        "replica": proc.replica,
+        "node": proc.node,
+        "host": proc.host,
+        "advertise": proc.advertise,
+        "node_rank": proc.node_rank,
+        "url": proc.url,
+        "health_path": proc.health_path,
+        "log": log_path(run_dir, proc),
+        "executor": proc.executor,
+        "ssh": proc.ssh,
+        "pid": None,
+        "pgid": None,
+        "start_time": None,
+    } | ({"metrics_url": proc.metrics_url} if proc.metrics_url else {}) | (
+        {"container": proc.container} if proc.container else {})
+
+
+class RunState:
+    """The live state of one run, saved to <run_dir>/state.json on every change."""
+
+    def __init__(self, run_dir: Path, deployment: Deployment) -> None:
+        self.run_dir = Path(run_dir)
+        self.doc: dict[str, Any] = {
+            "topology": deployment.topology,
+            "run_dir": str(self.run_dir.resolve()),
+            "engine": deployment.engine,
+            "status": "starting",
+            "launched_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "router_url": deployment.router_url,
+            "processes": [],
+            "router": {"url": deployment.router_url, "metrics_url": deployment.router.metrics_url},
+        }
+
+    def record_topology(self, topo: Any) -> None:
+        """Keep the topology with the run: `topology_path` (absolute) in state.json and a copy at
+        <run_dir>/topology.yaml, so that later commands (`eval gsm8k` defaults, parity, the Slurm job) read what
+        was launched, even after the original file is edited or moved; with `--set` overrides the copy is the
+        document they produced (and state.json lists them). No-op for a topology built from text."""
+        source_path = topo.source_path
+        if source_path is None:
+            return
+        source = Path(source_path).resolve()
+        copy = write_topology_copy(topo, self.run_dir)
+        overrides = list(topo.overrides)
+        if source == copy.resolve():  # launched from the copy (the Slurm job does): keep what the user launched
+            before = current_state(self.run_dir)
+            source = Path(before.get("topology_path") or source)
+            overrides = overrides or list(before.get("overrides") or [])
+        self.doc["topology_path"] = str(source)
+        if overrides:
+            self.doc["overrides"] = overrides
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Record a started process (the router goes under `router`)."""
+        if record["role"] == "router":
+            self.doc["router"] = record
+        else:
+            self.doc["processes"].append(record)
+        self.save()
+
+    def set_status(self, status: str) -> None:
+        self.doc["status"] = status
+        self.save()
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every started process, workers first then the router (the live records, Popen handles kept)."""
+        return all_records(self.doc)
+
+    def save(self) -> None:
+        write_state(self.run_dir, self.document())
+
+    def document(self) -> dict[str, Any]:
+        doc = dict(self.doc)
+        doc["processes"] = [public(r) for r in self.doc["processes"]]
+        doc["router"] = public(self.doc["router"])
+        return doc
+
+
+def write_topology_copy(topo: Any, run_dir: Path) -> Path:
+    """<run_dir>/topology.yaml: the file TOPO was loaded from, or (with `--set` overrides) the document they
+    produced, headed by a comment naming the file and the overrides. Returns its path."""
+    make_run_dir(run_dir)
+    copy = run_dir / TOPOLOGY_COPY
+    if topo.overrides and topo.document is not None:
+        head = f"# {topo.source_path} with {describe_overrides(topo.overrides)}\n"
+        copy.write_text(head + yaml.safe_dump(topo.document, sort_keys=False), encoding="utf-8")
+    elif Path(topo.source_path).resolve() != copy.resolve():
+        shutil.copyfile(topo.source_path, copy)
+    return copy
+
+
+def current_state(run_dir: Path) -> dict[str, Any]:
+    """The run dir's state.json as it is now, {} if there is none or it is unreadable (for a reader that polls
+    while another process writes it, or that only wants a hint from it)."""
+    try:
+        doc = json.loads((run_dir / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def write_state(run_dir: Path, doc: dict[str, Any]) -> None:
+    """Atomically replace <run_dir>/state.json (a reader never sees half a file)."""
+    make_run_dir(run_dir)
+    tmp = run_dir / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, run_dir / STATE_FILE)
+
+
+def started(record: dict[str, Any]) -> bool:
+    """Whether a record is of a process that was started (has a pid, or belongs to a submitted job)."""
+    return record.get("pid") is not None or record.get("job_id") is not None
+
+
+def all_records(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """Workers then the router, from a state document (only processes that were started)."""
+    out = [r for r in state.get("processes", []) if started(r)]
+    router = state.get("router") or {}
+    if started(router):
+        out.append(router)
+    return out
