@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from pdctl.cli.console import console, err_console, write_json
-from pdctl.cli.options import json_option, set_option
+from pdctl.cli.options import json_option, read_topology, set_option
 from pdctl.errors import CheckFailed
 from pdctl.transfer.registry import NAMES
 
@@ -68,7 +68,8 @@ def print_result(doc: dict[str, Any], note: str, out: Any) -> None:
 @json_option("the result")
 @set_option
 def bench_transfer(
-    topology: str, backend: str | None, tokens: int, repeats: int, json_path: str | None, overrides: tuple[str, ...]
+    topology: str, backend: str | None, tokens: int, repeats: int, json_path: str | None, overrides: tuple[str, ...],
+    cluster: str | None,
 ) -> None:
     """Move one request's KV between real prefill and decode ranks on this machine and time it.
 
@@ -78,9 +79,8 @@ def bench_transfer(
     """
     # the bench loads numpy (the engine extra): its --help and bad input must work on a CLI-only install
     from pdctl.bench.transfer.run import config_from_topology, heads_note, run_bench
-    from pdctl.topology import load_topology
 
-    cfg = config_from_topology(load_topology(topology, overrides), backend=backend, tokens=tokens, repeats=repeats)
+    cfg = config_from_topology(read_topology(topology, overrides, cluster), backend=backend, tokens=tokens, repeats=repeats)
     out = err_console if json_path == "-" else console
     with out.status(f"moving {tokens} tokens of KV over {cfg.backend} ..."):
         doc = run_bench(cfg)

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from pdctl.cli.console import console, err_console, write_json
-from pdctl.cli.options import FiniteFloatRange, json_option, run_dir_option, set_option
+from pdctl.cli.options import FiniteFloatRange, json_option, read_topology, run_dir_option, set_option
 
 
 def _out(json_path: str | None):
@@ -71,6 +71,7 @@ def launch(
     submit: bool,
     in_allocation: bool,
     overrides: tuple[str, ...],
+    cluster: str | None,
     json_path: str | None,
 ) -> None:
     """Start prefill, decode and router from TOPOLOGY, wait until healthy, print the URLs.
@@ -83,10 +84,9 @@ def launch(
     launch then runs preflight of the actual nodes (--skip-compat / --skip-preflight skip them, loudly).
     Under Slurm the job does both on the nodes it was given."""
     from pdctl.launch.deploy import LaunchHooks, LaunchOptions, launch
-    from pdctl.topology import load_topology
 
     out = _out(json_path)
-    topo = load_topology(topology, overrides)
+    topo = read_topology(topology, overrides, cluster)
     options = LaunchOptions(run_dir=Path(run_dir) if run_dir else None, executor=executor, dry_run=dry_run,
                             submit=submit, in_allocation=in_allocation, timeout=timeout, skip_compat=skip_compat,
                             preflight=not skip_preflight, detach=detach)

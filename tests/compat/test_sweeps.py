@@ -10,6 +10,7 @@ import yaml
 from pdctl.compat import compat_report
 from pdctl.compat.sweeps import fold, sweep_report
 from pdctl.models import resolve_model_spec
+from pdctl.render.deployment import render
 from pdctl.topology.profile import open_profile
 from pdctl.topology.variants import load_sweep
 from tests.support.paths import CONFIGS_DIR
@@ -19,7 +20,7 @@ PROFILE = CONFIGS_DIR / "clusters" / "gb300-example.yaml"
 
 
 def judge(topo):
-    return compat_report(topo, resolve_model_spec(topo.model, engine_kind=topo.engine.kind), 1024)
+    return compat_report(render(topo), resolve_model_spec(topo.model, engine_kind=topo.engine.kind), 1024)
 
 
 def test_every_variant_of_the_example_is_judged_by_its_own_release() -> None:
