@@ -135,17 +135,19 @@ def run_pair(ctx: Context, deployment: Deployment, source: str, target: str, *, 
     run with."""
     topo = deployment.topo
     nvlink = deployment.nvlink
-    # engine.env wins over the transfer path's environment, as in the servers' commands; the backend's path
-    # reporting last: the test must learn the path even if engine.env silences it
-    env = {**deployment.transfer_env.get("prefill", {}), **topo.engine.env, **backend(topo.transfer.backend).path_env}
+    # each side's env (engine.env with prefill.env / decode.env over it) wins over its transfer path's
+    # environment, as in the servers' commands; the backend's path reporting last: the test must learn the
+    # path even if the user's env silences it
+    env = {role: {**deployment.transfer_env.get(role, {}), **topo.env_of(role), **backend(topo.transfer.backend).path_env}
+           for role in ("prefill", "decode")}
     cfg = bench_config(topo, tokens, source, target)
     src_node, dst_node = topo.node(source), topo.node(target)
     python = deployment.pythons
     base = TransferResult(source, target, topo.transfer.backend, "unknown", None, 0.0, 0.0, False)
     peer = node_executor(dst_node, kind=deployment.executor, topo=topo).popen(
-        [python[target], "-m", "pdctl.bench.transfer.peer"], env=env)
+        [python[target], "-m", "pdctl.bench.transfer.peer"], env=env["decode"])
     driver = node_executor(src_node, kind=deployment.executor, topo=topo).popen(
-        [python[source], "-m", "pdctl.bench.transfer.remote"], env=env)
+        [python[source], "-m", "pdctl.bench.transfer.remote"], env=env["prefill"])
     relay = Relay(driver, peer)
     try:
         relay._write(driver, json.dumps(asdict(cfg)))

@@ -222,6 +222,12 @@ class Topology(BaseModel):
                 return found
         raise KeyError(name)
 
+    def env_of(self, role: str) -> dict[str, str]:
+        """The environment the topology gives ROLE's processes ("prefill" | "decode" | "colocated" | "router"):
+        engine.env with the role's own env (prefill.env, ..., router.env) merged over it."""
+        own = self.router.env if role == "router" else self.role(role).env
+        return {**self.engine.env, **own}
+
     def role_nodes(self, role: str | RoleConfig) -> list[Node]:
         """The Node objects a role may use, in order (e.g. for GPU-kind rules like mxfp8 on SM100+)."""
         config = self.role(role) if isinstance(role, str) else role
