@@ -14,7 +14,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pdctl.render.slurm import OWN_JOB_ENV, job_options, slurm_target
+from pdctl.render.slurm import OWN_JOB_ENV, job_options, segment_option, slurm_target
 from pdctl.topology.placement import machine_key
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def _directive(option: str) -> str:
 
 def directives(topo: Topology, run_dir: Path) -> list[str]:
     """The #SBATCH lines: name, nodes (count, and the names written as hosts), the job's resource options,
-    the output file in the run dir, the working directory, then slurm.sbatch_directives as written."""
+    the NVLink segment (segment_option), the output file in the run dir, the working directory, then slurm.sbatch_directives as written."""
     slurm = topo.slurm
     count, hosts = job_nodes(topo)
     options = [f"--job-name={(slurm.job_name if slurm and slurm.job_name else 'pdctl-' + topo.name)}",
@@ -50,6 +50,9 @@ def directives(topo: Topology, run_dir: Path) -> list[str]:
     if hosts:
         options.append(f"--nodelist={','.join(hosts)}")
     options += job_options(topo)
+    segment = segment_option(topo, count)
+    if segment:
+        options.append(segment)
     options += [f"--output={run_dir / 'slurm-%j.out'}", f"--chdir={Path.cwd()}"]
     options += slurm.sbatch_directives if slurm else []
     return [_directive(o) for o in options]

@@ -90,3 +90,37 @@ def test_addresses_as_hosts_are_refused_with_the_fix() -> None:
     with pytest.raises(UserError) as err:
         script_of(topology({}, ["10.0.0.11", None, None]), Path("/shared/run"))
     assert "host 10.0.0.11 is an address" in err.value.message and "leave host out" in err.value.message
+
+
+def _gpus(kind: str) -> list[dict]:
+    return [{"name": n, "gpu": kind, "gpus": 4} for n in ("p0", "d0", "d1")]
+
+
+@pytest.mark.parametrize(("segment", "kind", "nvlink", "line"), [
+    (None, "gb300", "auto", "--segment=3"),     # NVL72 nodes: one NVLink domain by default
+    (None, "gb200", "auto", "--segment=3"),
+    (None, "h100", "auto", None),               # no multi-node NVLink: nothing to ask for
+    (None, "h100", "on", "--segment=3"),        # transfer.nvlink: on expects one domain
+    (False, "gb300", "on", None),               # a Slurm without topology/block: the profile switches it off
+    (True, "h100", "auto", "--segment=3"),
+    (2, "gb300", "auto", "--segment=2"),
+])
+def test_the_nvlink_segment(segment, kind: str, nvlink: str, line: str | None) -> None:
+    slurm = {} if segment is None else {"segment": segment}
+    topo = sglang_on_slurm([None, None, None], slurm, nodes=_gpus(kind),
+                           transfer={"backend": "nixl", "protocol": "rdma", "nvlink": nvlink})
+    lines = [x for x in script_of(topo, Path("/shared/run")).splitlines() if x.startswith("#SBATCH --segment")]
+    assert lines == ([f"#SBATCH {line}"] if line else [])
+
+
+def test_no_segment_beyond_one_nvl72_domain() -> None:
+    nodes = [{"name": f"n{i}", "gpu": "gb300", "gpus": 4} for i in range(19)]
+    topo = sglang_on_slurm([None] * 19, {}, nodes=nodes, prefill={"nodes": ["n0"], "tp": 4},
+                           decode={"nodes": [f"n{i}" for i in range(1, 19)], "tp": 4}, router={"node": "n0"})
+    assert "--segment" not in script_of(topo, Path("/shared/run"))
+
+
+def test_a_bad_segment_is_refused() -> None:
+    with pytest.raises(UserError) as err:
+        sglang_on_slurm([None, None, None], {"segment": 0})
+    assert "slurm.segment" in err.value.message and "node count >= 1" in err.value.message
