@@ -13,6 +13,7 @@ import pytest
 
 from pdctl.errors import UserError
 from pdctl.launch.submit import pdctl_command
+from pdctl.render.jobpython import Submitter
 from pdctl.render.sbatch import job_nodes, render_sbatch
 from tests.support.launch_samples import sglang_on_slurm
 
@@ -25,10 +26,14 @@ def topology(slurm: dict, hosts: list[str | None]):
     return sglang_on_slurm(hosts, slurm)
 
 
-def script_of(topo, run: Path, *, timeout: float = 600, skip_preflight: bool = False) -> str:
+SUBMITTER = Submitter(python="/shared/venv/bin/python", machine="x86_64", install="/shared/pdctl", tag="0.1.0-t")
+
+
+def script_of(topo, run: Path, *, timeout: float = 600, skip_preflight: bool = False,
+              submitter: Submitter = SUBMITTER) -> str:
     """The script of TOPO for RUN with the job's command as `pdctl launch --submit` writes it."""
     return render_sbatch(topo, run, pdctl_command(run, timeout=timeout, skip_compat=False,
-                                                  skip_preflight=skip_preflight))
+                                                  skip_preflight=skip_preflight), submitter)
 
 
 def test_the_script_line_by_line(tmp_path: Path) -> None:
@@ -58,8 +63,35 @@ def test_the_script_line_by_line(tmp_path: Path) -> None:
         "# stays until the job is cancelled (pdctl down).",
         "set -euo pipefail",
         "export PDCTL_OWN_JOB=1",
-        (f"exec {sys.executable} -m pdctl launch {run}/topology.yaml --in-allocation --run-dir {run} --timeout 300 "
-         "--skip-preflight"),
+        "arch=$(uname -m)",
+        'case "$arch" in',
+        "  x86_64) PDCTL_PYTHON=/shared/venv/bin/python ;;",
+        "  *)",
+        '    venvs="$HOME/.cache/pdctl/venvs"',
+        '    venv="$venvs/pdctl-0.1.0-t-$arch"',
+        '    mkdir -p "$venvs"',
+        '    exec 9>"$venvs/.lock-pdctl-0.1.0-t-$arch"',
+        "    flock 9",
+        '    if [ ! -e "$venv/.pdctl-ready" ]; then',
+        '      echo "pdctl job: no pdctl interpreter for $arch (slurm.job_python); building $venv" >&2',
+        '      rm -rf "$venv"',
+        "      if command -v uv >/dev/null 2>&1; then",
+        '        uv venv -q --python python3 "$venv"',
+        '        uv pip install -q --python "$venv/bin/python" /shared/pdctl',
+        "      else",
+        '        python3 -m venv "$venv"',
+        '        "$venv/bin/python" -m pip install -q /shared/pdctl',
+        "      fi",
+        '      touch "$venv/.pdctl-ready"',
+        "    fi",
+        "    flock -u 9",
+        "    exec 9>&-",
+        '    PDCTL_PYTHON="$venv/bin/python"',
+        "    ;;",
+        "esac",
+        'echo "pdctl job: $(hostname) is $arch; pdctl runs with $PDCTL_PYTHON" >&2',
+        (f'exec "$PDCTL_PYTHON" -m pdctl launch {run}/topology.yaml --in-allocation --cluster none --run-dir {run} '
+         "--timeout 300 --skip-preflight"),
     ]
     if shutil.which("bash"):
         done = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True, timeout=30, check=False)
