@@ -17,7 +17,8 @@ PROFILE = CONFIGS_DIR / "clusters" / "gb300-example.yaml"
 
 
 def _pdctl(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pdctl", *args], capture_output=True, text=True, timeout=300,
+    return subprocess.run([sys.executable, "-m", "pdctl", *args], check=False, capture_output=True, text=True,
+                          timeout=300,
                           cwd=cwd, env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"})
 
 
