@@ -56,10 +56,11 @@ def sbatch_script(topo: Topology, run_dir: Path, *, timeout: float, skip_compat:
 
 
 def write_script(topo: Topology, run_dir: Path, *, timeout: float, skip_compat: bool = False,
-                 skip_preflight: bool = False) -> Path:
+                 skip_preflight: bool = False, submitter: Submitter | None = None) -> Path:
     """<run_dir>/launch.sbatch, and the copy of the topology it launches (<run_dir>/topology.yaml, with the
     --set overrides applied)."""
-    text = sbatch_script(topo, run_dir, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)
+    text = sbatch_script(topo, run_dir, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight,
+                         submitter=submitter)
     write_topology_copy(topo, run_dir)
     script = run_dir / SCRIPT_NAME
     script.write_text(text, encoding="utf-8")
