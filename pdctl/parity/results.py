@@ -136,6 +136,7 @@ class ParityResult:
     suite: list[dict[str, Any]] = field(default_factory=list)
     facts: str = ""
     candidate_workers: dict[str, list[str]] = field(default_factory=dict)  # prefill/decode behind the URL
+    candidate_lock: dict[str, Any] | None = None  # the candidate run's lock.json (pdctl.runs.lock), if launched
 
     @property
     def ok(self) -> bool:
@@ -150,6 +151,7 @@ class ParityResult:
             "max_new_tokens": self.max_new_tokens,
             "candidate": self.candidate,
             "candidate_workers": self.candidate_workers,
+            "candidate_lock": self.candidate_lock,
             "reference": self.reference,
             "prompts": self.suite,
             "suite_facts": self.facts,

@@ -21,6 +21,7 @@ from pdctl.models import resolve_model_spec
 from pdctl.parity.prompts import Prompt, SuiteFacts, default_suite, facts_from_info, load_prompts_file
 from pdctl.parity.results import ParityResult
 from pdctl.parity.runner import ParityOptions, Progress, ProgressUpdate, run_parity
+from pdctl.runs.lock import lock_pointer
 from pdctl.target import Target, get_json, resolve
 
 
@@ -172,4 +173,5 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
             raise
     result.facts = facts.describe()
     result.candidate_workers = {"prefill": list(candidate.prefill_urls), "decode": list(candidate.flush_decode)}
+    result.candidate_lock = lock_pointer(candidate.run_dir)
     return result

@@ -4,6 +4,7 @@ launches the valid ones, one run dir per variant (<run-dir>/<variant>); `pdctl r
 from __future__ import annotations
 
 import json
+import platform
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,17 @@ def test_a_local_sweep_runs_each_variant_and_runs_lists_them(tmp_path: Path, ref
             where = (tmp_path / ".pdctl" / "runs" / "sweep-local" / v["name"]).resolve()
             assert row["state"] == "running" and Path(row["run_dir"]) == where
             assert json.loads((where / "state.json").read_text())["variant"]["name"] == v["name"]
+            lock = json.loads((where / "lock.json").read_text())  # what ran, with what preflight saw
+            assert lock["preflight"] == "passed" and lock["topology"]["variant"]["name"] == v["name"]
+            assert lock["nodes"]["local"]["machine"] == platform.machine() and lock["nodes"]["local"]["packages"]
+        a, b = (str(tmp_path / v["run_dir"]) for v in variants)
+        diff = pdctl("diff", a, b, "--json", "-", cwd=tmp_path)
+        assert diff.returncode == 1, diff.stderr
+        keys = {row["key"] for row in json.loads(diff.stdout)["differences"]}
+        assert {"topology: prefill.port", "topology: router.port", "topology.sha256"} <= keys
+        assert not any(k.startswith("nodes.") for k in keys)  # the same node, the same facts
+        same = pdctl("diff", a, a, cwd=tmp_path)
+        assert same.returncode == 0 and "same" in same.stdout
     finally:
         for v in json.loads(done.stdout or '{"variants": []}').get("variants", []):
             pdctl("down", "--run-dir", str(tmp_path / v["run_dir"]), cwd=tmp_path, timeout=180)
