@@ -20,7 +20,9 @@ def record_lock(deployment: Deployment, run_dir: Path, version: VersionChoice | 
     """Write RUN_DIR/lock.json for DEPLOYMENT (PREFLIGHT: passed | failed | skipped | in the job)."""
     sglang = None if version is None else {"asked": version.asked, "version": version.version,
                                            "table": version.table, "source": version.source, "note": version.note}
-    nodes = None if report is None else {n.node: {"host": n.host, "roles": n.roles, **n.facts} for n in report.nodes}
+    nodes = None if report is None else {  # the probe's duration is how long it took, not what ran
+        n.node: {"host": n.host, "roles": n.roles, **{k: v for k, v in n.facts.items() if k != "probe_s"}}
+        for n in report.nodes}
     problems = [] if report is None else [
         {"node": n.node, **c.to_json()} for n in report.nodes for c in n.checks if not c.ok]
     return write_lock(run_dir, build_lock(deployment, sglang=sglang, nodes=nodes, problems=problems,
