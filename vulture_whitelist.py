@@ -29,7 +29,7 @@ DecodeRole, PrefillRole, MooncakeBackend, NixlBackend
 # uvicorn.Server's hook, overridden
 _.capture_signals  # pdctl/reference/server.py
 # pydantic: model configuration and validators, called by the model
-model_config, _._time, _._directives, _._setup, _._mounts, _._env_scalars, _._options_form, _._normalise
+model_config, _._time, _._directives, _._segment, _._job_python, _._setup, _._mounts, _._env_scalars, _._options_form, _._normalise
 # atexit handlers
 _release_all  # tests/support/net.py
 # SGLang's own code reads these on the objects tests/support/sglang_oracle.py builds with object.__new__, and

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pdctl.compat import compat_report
 from pdctl.compat.sweeps import failed_rules, sweep_report
 from pdctl.errors import CheckFailed, UserError
+from pdctl.launch.deploy import launch
 from pdctl.models import resolve_model_spec
 from pdctl.render.deployment import render
 from pdctl.runs import default_run_dir
@@ -53,8 +54,6 @@ class VariantRun:
 def launch_sweep(load: SweepLoad, options: LaunchOptions, hooks: LaunchHooks, *,
                  keep_going: bool) -> list[VariantRun]:
     """Judge every variant of LOAD, then launch the valid ones (see the module docstring)."""
-    from pdctl.launch.deploy import launch
-
     if options.in_allocation:
         raise UserError("a sweep launches one run per variant: it takes no --in-allocation (the job of each "
                         "variant runs its own)")

@@ -12,10 +12,14 @@ uv under flock on the head node). The lines are a pure function of the topology 
 from __future__ import annotations
 
 import hashlib
+import platform
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import pdctl
 
 if TYPE_CHECKING:
     from pdctl.topology import Topology
@@ -38,11 +42,6 @@ class Submitter:
 
     @classmethod
     def here(cls) -> Submitter:
-        import platform
-        import sys
-
-        import pdctl
-
         root = Path(pdctl.__file__).resolve().parent.parent
         if (root / "pyproject.toml").is_file():
             digest = hashlib.sha256()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from pdctl import __version__
 from pdctl.jsonfiles import read_json_object
 
 if TYPE_CHECKING:
@@ -51,15 +52,13 @@ def build_lock(deployment: Deployment, *, sglang: dict[str, Any] | None, nodes: 
                problems: list[dict[str, Any]] | None = None, preflight: str = "passed") -> dict[str, Any]:
     """The lock of DEPLOYMENT. SGLANG: the version choice (version, table, source, note); NODES: preflight's
     facts per node (None: not gathered, PREFLIGHT says why); PROBLEMS: preflight's failed or warned checks."""
-    import pdctl
-
     topo = deployment.topo
     document = topology_document(topo)
     container = topo.engine.container
     return {
         "lock_version": LOCK_VERSION,
         "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "pdctl": pdctl.__version__,
+        "pdctl": __version__,
         "topology": {"name": topo.name, "source": str(topo.source_path) if topo.source_path else None,
                      "sha256": document_hash(document), "overrides": list(topo.overrides),
                      "variant": topo.variant, "profile": topo.profile, "document": document},

@@ -38,9 +38,6 @@ class SweepLoad:
     sweep: Sweep
     variants: list[VariantLoad]
 
-    def valid(self) -> list[VariantLoad]:
-        return [v for v in self.variants if v.topology is not None]
-
 
 def load_sweep(path: str | Path, overrides: tuple[str, ...] | list[str] = (), *,
                profile: LoadedProfile | None = None) -> SweepLoad | None:
