@@ -36,7 +36,7 @@ PROFILE_ENV = "PDCTL_CLUSTER"
 PROFILE_NAME = "pdctl-cluster.yaml"
 NO_PROFILE = "none"
 # List-valued slurm keys: the profile's entries come first, then the topology's (both apply).
-_SLURM_LISTS = ("sbatch_directives", "srun_options", "setup", "pip_args")
+_SLURM_LISTS = ("sbatch_directives", "srun_options", "setup", "job_pip_args")
 _IMAGE_MARKS = ("/", ":", "#", "@")
 _IMAGE_SUFFIXES = (".sqsh", ".sif", ".tar")
 
