@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from pdctl.topology.base import Section, env_mapping
+from pdctl.topology.base import EnvMap, Section
 
 # Slurm's --time forms: minutes, minutes:seconds, hours:minutes:seconds, days-hours, days-hours:minutes,
 # days-hours:minutes:seconds; and "UNLIMITED" / "INFINITE".
@@ -241,7 +241,7 @@ class ContainerConfig(Section):
         description='Bind mounts "SRC:DST[:ro]" (absolute paths on the node), or a mapping {SRC: DST}. A local '
         "model.path is mounted at the same path (read-only) unless a mount covers it.",
     )
-    env: dict[str, str] = Field(
+    env: EnvMap = Field(
         default_factory=dict, description="Environment set in the container (also for setup lines and probes)."
     )
     workdir: str | None = Field(None, pattern=r"^/\S*$", description="Working directory in the container.")
@@ -261,10 +261,6 @@ class ContainerConfig(Section):
                     parse_mount(item)
         return value
 
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_scalars(cls, value: Any) -> Any:
-        return env_mapping(value)
 
     def parsed_mounts(self) -> list[tuple[str, str, str | None]]:
         return [parse_mount(m) for m in self.mounts]

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError
 
 from pdctl.errors import UserError
-from pdctl.topology.base import Section, env_mapping
+from pdctl.topology.base import EnvMap, Section
 from pdctl.topology.cluster import SlurmConfig
 from pdctl.topology.validation import did_you_mean, sorted_failure, validation_lines
 from pdctl.topology.yamltree import MAX_FILE_BYTES, Positions, parse_yaml, too_big
@@ -56,12 +56,8 @@ class ClusterProfile(Section):
     slurm: ProfileSlurm | None = Field(None, description="Defaults for a topology's slurm: section.")
     containers: dict[str, str] = Field(default_factory=dict, description="Container aliases: alias -> image.")
     models: dict[str, str] = Field(default_factory=dict, description="Model aliases: alias -> path (or HF id).")
-    env: dict[str, str] = Field(default_factory=dict, description="Defaults for engine.env.")
+    env: EnvMap = Field(default_factory=dict, description="Defaults for engine.env.")
 
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, value: Any) -> Any:
-        return env_mapping(value)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from pdctl.topology.base import Section, env_mapping, env_value
+from pdctl.topology.base import EnvMap, Section, env_value
 from pdctl.topology.bench import BenchConfig
 from pdctl.topology.cluster import ContainerConfig, SlurmConfig
 from pdctl.transfer.registry import DEFAULT, NAMES
@@ -70,7 +70,7 @@ class EngineConfig(Section):
         None, description='SGLang version, e.g. "0.5.23" (quote it); gates version-dependent compat rules.'
     )
     python: str = Field("python3", description="Interpreter used on the nodes to start servers and router.")
-    env: dict[str, str] = Field(
+    env: EnvMap = Field(
         default_factory=dict,
         description="Extra environment for every process (prefill.env / decode.env / router.env add to it).",
     )
@@ -78,10 +78,6 @@ class EngineConfig(Section):
         None, description="Run the engine in a container: docker on local/ssh nodes, pyxis/enroot on Slurm."
     )
 
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_scalars(cls, value: Any) -> Any:
-        return env_mapping(value)
 
 
 class ModelConfig(Section):
@@ -249,15 +245,11 @@ class PlacedSpec(ServerConfig):
     dp: int = Field(1, ge=1, description="Data parallel size (--dp-size).")
     enable_dp_attention: bool = Field(False, description="-> --enable-dp-attention (attention TP = tp / dp).")
     port: int = Field(30000, ge=1, le=65535, description="HTTP port of replica 0 (replica i: port + i).")
-    env: dict[str, str] = Field(
+    env: EnvMap = Field(
         default_factory=dict,
         description="Environment of this role's processes only, merged over engine.env (a variable here wins).",
     )
 
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_scalars(cls, value: Any) -> Any:
-        return env_mapping(value)
 
 
 class RoleSpec(PlacedSpec):
@@ -303,14 +295,10 @@ class RouterConfig(Section):
     )
     policy: str | None = Field(None, description="Routing policy passed to sglang_router (--policy).")
     args: dict[str, ArgValue] = Field(default_factory=dict, description="Other sglang_router flags.")
-    env: dict[str, str] = Field(
+    env: EnvMap = Field(
         default_factory=dict, description="Environment of the router only, merged over engine.env (wins)."
     )
 
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_scalars(cls, value: Any) -> Any:
-        return env_mapping(value)
 
     @field_validator("args", mode="before")
     @classmethod

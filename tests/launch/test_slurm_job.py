@@ -24,6 +24,7 @@ import yaml
 from pdctl.launch.submit import write_script
 from pdctl.render.jobpython import Submitter
 from pdctl.topology import load_topology
+from tests.support.launch_e2e import pdctl
 from tests.support.multihost import MAIN_ENV, start_multihost
 from tests.support.netns import netns_missing_reason
 from tests.support.orphans import pids_with
@@ -36,11 +37,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(_why is not None, reason=str(_
 SLURM = {"partition": "pd13", "time_limit": "00:15:00", "gres": "gpu:2", "exclusive": False}
 ENV = {"engine": {"SHARED": "engine", "COMMON": "1"}, "prefill": {"ONLY": "prefill", "SHARED": "prefill"},
        "decode": {"ONLY": "decode", "SGLANG_DECODE_BOOTSTRAP_TIMEOUT": "600"}, "router": {"ROUTER_ONLY": "1"}}
-
-
-def _pdctl(env: dict[str, str], *args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pdctl", *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +98,7 @@ def job(cluster: dict):
     try:
         yield {**cluster, "run_dir": run_dir, "job_id": job_id, "state": _wait_running(run_dir, job_id, cluster)}
     finally:
-        _pdctl(cluster["env"], "down", "--run-dir", str(run_dir), cwd=cluster["tmp"], timeout=180)
+        pdctl("down", "--run-dir", str(run_dir), cwd=cluster["tmp"], timeout=180, env=cluster["env"])
         subprocess.run(["scancel", job_id], env=cluster["env"], capture_output=True, timeout=60, check=False)
 
 
@@ -148,11 +144,11 @@ def test_each_role_runs_with_its_own_env(job: dict) -> None:
 def test_the_nvlink_segment_reaches_sbatch(cluster: dict) -> None:
     """Rendered as written: Slurm 22.05 has no --segment and refuses the job; pdctl names the switch."""
     run_dir = cluster["tmp"] / "run-segment"
-    done = _pdctl(cluster["env"], "launch", str(cluster["topo"]), "--submit", "--set", "slurm.segment=2",
-                  "--run-dir", str(run_dir), "--skip-preflight", cwd=cluster["tmp"])
+    done = pdctl("launch", str(cluster["topo"]), "--submit", "--set", "slurm.segment=2",
+                 "--run-dir", str(run_dir), "--skip-preflight", cwd=cluster["tmp"], env=cluster["env"])
     assert "#SBATCH --segment=2" in (run_dir / "launch.sbatch").read_text().splitlines()
     assert done.returncode == 1, done.stderr
     assert "--segment" in done.stderr and "slurm.segment: false" in done.stderr
-    off = _pdctl(cluster["env"], "launch", str(cluster["topo"]), "--dry-run", "--set", "slurm.segment=false",
-                 "--set", "nodes[0].gpu=cpu", "--run-dir", str(run_dir), cwd=cluster["tmp"])
+    off = pdctl("launch", str(cluster["topo"]), "--dry-run", "--set", "slurm.segment=false",
+                "--set", "nodes[0].gpu=cpu", "--run-dir", str(run_dir), cwd=cluster["tmp"], env=cluster["env"])
     assert off.returncode == 0 and "--segment" not in off.stdout
