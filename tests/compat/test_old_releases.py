@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from pdctl.compat import compat_report
-from tests.support.topo_factory import make
+from tests.support.topo_factory import rendered
 
 
 def report(**over: Any) -> dict[str, Any]:
-    topo, spec = make(**over)
-    return compat_report(topo, spec, 1024)
+    deployment, spec = rendered(**over)
+    return compat_report(deployment, spec, 1024)
 
 
 def finding(doc: dict[str, Any], rule: str) -> dict[str, Any]:
