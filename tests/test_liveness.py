@@ -35,7 +35,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
         yield {"tmp": tmp, "run_dir": run_dir, "state": wait_state(run_dir, "running", 30)}
     finally:
         if (run_dir / "state.json").exists():
-            from pdctl.launch import teardown
+            from pdctl.launch.shutdown import teardown
 
             teardown(run_dir, grace_s=5)
 

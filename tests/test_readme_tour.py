@@ -71,7 +71,7 @@ def test_every_command_of_the_readme_tour(tmp_path: Path) -> None:
     finally:
         run = tmp_path / ".pdctl" / "runs" / "local-cpu"
         if (run / "state.json").exists():
-            from pdctl.launch import teardown
+            from pdctl.launch.shutdown import teardown
 
             teardown(run, grace_s=5)
     results = [dict(zip(("i", "rc", "ms"), map(int, line.split()))) for line in log.read_text().splitlines()] \

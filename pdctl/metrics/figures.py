@@ -68,19 +68,22 @@ def bucket_increase(cur: Buckets | None, prev: Buckets | None) -> Buckets | None
 
 def quantile(q: float, cumulative: Buckets | None) -> float | None:
     """Prometheus' histogram_quantile over cumulative buckets: None without observations; a rank in the
-    +Inf bucket answers the largest finite bound (the histogram cannot say more)."""
+    +Inf bucket answers the largest finite bound (the histogram cannot say more). A rank that equals a bucket's
+    count up to float rounding (0.9 x 10 = 9.000000000000002) stays in that bucket, and an estimate never
+    leaves its bucket by rounding."""
     if not cumulative or cumulative[-1][1] <= 0:
         return None
     count = cumulative[-1][1]
     rank = q * count
+    slack = 1e-9 * count  # float rounding of q x count, far below one observation
     lower, below = 0.0, 0.0
     for le, cum in cumulative:
-        if cum >= rank and cum > below:
+        if cum >= rank - slack and cum > below:
             if math.isinf(le):
                 return lower
             if le <= 0:
                 return le
-            return lower + (le - lower) * (rank - below) / (cum - below)
+            return min(le, lower + (le - lower) * max(0.0, rank - below) / (cum - below))
         lower, below = (le if not math.isinf(le) else lower), cum
     return lower
 

@@ -32,7 +32,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
         yield {"tmp": tmp, "run_dir": run_dir, "topo": topo, "state": state, "launch": done}
     finally:
         if (run_dir / "state.json").exists():
-            from pdctl.launch import teardown
+            from pdctl.launch.shutdown import teardown
 
             teardown(run_dir, grace_s=5)
 

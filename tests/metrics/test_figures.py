@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
@@ -31,7 +31,7 @@ def histogram_scrape(values: list[float], at: float = 0.0, hist: Histogram | Non
 def empirical_bucket(values: list[float], q: float) -> tuple[float, float]:
     """(lower, upper] bounds of the bucket that holds the exact q-quantile of VALUES (rank ceil(q*n))."""
     ordered = sorted(values)
-    target = ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+    target = ordered[max(0, math.ceil(q * len(ordered) - 1e-9) - 1)]  # 0.9 x 10 is rank 9, not 10
     lower = 0.0
     for bound in (*BOUNDS, math.inf):
         if target <= bound:
@@ -43,6 +43,8 @@ def empirical_bucket(values: list[float], q: float) -> tuple[float, float]:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(min_value=0.001, max_value=3.0), min_size=1, max_size=60),
        st.sampled_from([0.5, 0.9, 0.99]))
+@example([0.05, 0.05, 0.05, 0.15, 0.15, 0.15], 0.5)  # interpolated to 0.10000000000000002 before the clamp
+@example([0.05] * 9 + [0.15], 0.9)  # 0.9 x 10 = 9.000000000000002 once slipped into the next bucket
 def test_quantile_lies_in_the_bucket_of_the_true_quantile(values: list[float], q: float) -> None:
     estimate = quantile(q, buckets(histogram_scrape(values), "lat_seconds"))
     lower, upper = empirical_bucket(values, q)
