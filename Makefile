@@ -10,7 +10,7 @@ SGLANG_STAMP := $(SGLANG_VENV)/.pdctl-sglang-installed
 export PDCTL_SGLANG_PYTHON ?= $(abspath $(SGLANG_VENV))/bin/python
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: install system-deps sglang-env sglang-flags test test-fast lint demo bench clean
+.PHONY: install system-deps sglang-env sglang-overlays sglang-flags test test-fast lint demo bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -31,6 +31,13 @@ $(SGLANG_STAMP): scripts/sglang-env/build.sh scripts/sglang-env/requirements.txt
 
 sglang-env: $(SGLANG_STAMP)
 
+# Older SGLang releases whose own parser the differential tests hold pdctl's flag tables against
+# (tests/support/sglang_env.py::ORACLE_RELEASES): each in an overlay over the side venv, .pdctl/sglang-flags/<v>
+# (its wheel and the pure-Python pins it imports; ~1-3 min each, once).
+SGLANG_ORACLE_RELEASES := 0.5.0rc2 0.5.5.post2 0.5.8 0.5.8.post1 0.5.12
+sglang-overlays: install sglang-env
+	$(BIN)/python scripts/sglang-flags/generate.py --overlays-only $(SGLANG_ORACLE_RELEASES)
+
 # Regenerate pdctl/sglang/flags/sglang-X.json (SGLang's parser per release) from the released wheels (~4 min).
 sglang-flags: install sglang-env
 	$(BIN)/python scripts/sglang-flags/generate.py $(SGLANG_VERSIONS)
@@ -43,7 +50,7 @@ system-deps:
 
 # make test fails when pytest reports a failure or an error; CI (.ci/run) also sets PDCTL_STRICT_TESTS=1,
 # under which a skipped test fails the run too (tests/conftest.py).
-test: install sglang-env
+test: install sglang-env sglang-overlays
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 test-fast: install

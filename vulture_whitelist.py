@@ -30,8 +30,8 @@ DecodeRole, PrefillRole, SGLangDecodeRole, SGLangPrefillRole, MooncakeBackend, N
 # uvicorn.Server's hook, overridden
 _.capture_signals  # pdctl/reference/server.py
 # pydantic: model configuration and validators, called by the model
-model_config, _._time, _._directives, _._setup, _._mounts, _._env_scalars, _._options_form, _._normalise
-_._one_source, _._quantity_text, _._quantity_values  # pdctl/topology/kubernetes.py
+model_config, _._time, _._directives, _._segment, _._job_python, _._setup, _._mounts, _._env_scalars
+_._options_form, _._normalise, _._one_source, _._quantity_text, _._quantity_values  # topology/kubernetes.py, cluster.py
 # atexit handlers
 _release_all  # tests/support/net.py
 # SGLang's own code reads these on the objects tests/support/sglang_oracle.py builds with object.__new__, and

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from pdctl.cli.console import console, err_console, write_json
-from pdctl.cli.options import json_option, set_option
+from pdctl.cli.options import json_option, read_topology, set_option
 from pdctl.errors import CheckFailed
 from pdctl.transfer.registry import NAMES, STACK_NAMES, stack
 
@@ -79,7 +79,7 @@ def print_result(doc: dict[str, Any], note: str, out: Any) -> None:
 @set_option
 def bench_transfer(
     topology: str, backend: str | None, tokens: int, repeats: int, stack_name: str | None, skip_compat: bool,
-    json_path: str | None, overrides: tuple[str, ...]
+    json_path: str | None, overrides: tuple[str, ...], cluster: str | None,
 ) -> None:
     """Move one request's KV between real prefill and decode ranks on this machine and time it.
 
@@ -88,9 +88,7 @@ def bench_transfer(
     staging). --stack sglang: SGLang's own stack moves the request, in SGLang's interpreter. Every byte is
     verified; throughput is reported against a plain memcpy of the same bytes measured in the same run.
     """
-    from pdctl.topology import load_topology
-
-    topo = load_topology(topology, overrides)
+    topo = read_topology(topology, overrides, cluster)
     chosen = stack(stack_name or topo.transfer.stack)
     out = err_console if json_path == "-" else console
     if chosen.sglang_code:

@@ -19,11 +19,14 @@ from pdctl.cli.options import json_option, set_option
 from pdctl.compat import compat_report
 from pdctl.compat.evaluate import plan_report
 from pdctl.compat.findings import NOT_APPLICABLE, compact_line, verdict
+from pdctl.compat.sweeps import failed_rules, sweep_report
 from pdctl.errors import CheckFailed, UserError
 from pdctl.models import resolve_model_spec
 from pdctl.render.deployment import render
 from pdctl.topology import load_topology
+from pdctl.topology.profile import LoadedProfile, open_profile
 from pdctl.topology.schema import topology_json_schema
+from pdctl.topology.variants import SweepLoad, load_sweep
 
 _VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "warn": "yellow", "note": "cyan", "n/a": "dim"}
 
@@ -37,15 +40,19 @@ def _human(n: float) -> str:
     return f"{n} B"
 
 
-def _load(path: str, overrides: tuple[str, ...] = ()) -> tuple[Any, Any, Any]:
-    """The topology at PATH (with --set OVERRIDES), its model spec, and its deployment rendered once (what
-    check-compat judges)."""
-    topo = load_topology(path, overrides)
+def _load(path: str, overrides: tuple[str, ...] = (), profile: LoadedProfile | None = None) -> tuple[Any, Any, Any]:
+    """The topology at PATH (with --set OVERRIDES and the cluster PROFILE), its model spec, and its deployment
+    rendered once (what check-compat judges)."""
+    topo = load_topology(path, overrides, profile=profile)
+    return _judged(topo)
+
+
+def _judged(topo: Any) -> tuple[Any, Any, Any]:
     return topo, resolve_model_spec(topo.model, engine_kind=topo.engine.kind), render(topo)
 
 
 def _failed(report: dict[str, Any]) -> list[str]:
-    return [f["rule"] for f in report["findings"] if f["severity"] == "error" and not f["ok"]]
+    return failed_rules(report["findings"])
 
 
 def _out(json_path: str | None) -> Console:
@@ -172,14 +179,20 @@ def _print_transfer(out: Console, plan: dict[str, Any] | None) -> None:
               help="Only what fails (and fired warnings), each with its fix, and the verdict: no tables.")
 @set_option
 def check_compat(topology: str, json_path: str | None, tokens: int, failures_only: bool,
-                 overrides: tuple[str, ...]) -> None:
+                 overrides: tuple[str, ...], cluster: str | None) -> None:
     """Check TOPOLOGY's rendered commands against every rule of the SGLang version that runs them (exit 1 if
     any error fails). engine.version picks the version; without it, pdctl says which one it assumed.
 
     The output ends with what to act on: each failed rule as 'rule (SGLang fails at: stage): message (fix: ...)'.
-    A colocated (non-PD) topology is checked against the rules about single servers only.
+    A colocated (non-PD) topology is checked against the rules about single servers only. A topology with
+    `sweep:` is judged variant by variant: one table row per variant (exit 1 if any variant fails).
     """
-    topo, spec, deployment = _load(topology, overrides)
+    profile = open_profile(cluster)
+    sweep = load_sweep(topology, overrides, profile=profile)
+    if sweep is not None:
+        _check_sweep(sweep, tokens, json_path, failures_only)
+        return
+    topo, spec, deployment = _load(topology, overrides, profile)
     report = compat_report(deployment, spec, tokens)
     out = _out(json_path)
     failed = _failed(report)
@@ -206,6 +219,38 @@ def check_compat(topology: str, json_path: str | None, tokens: int, failures_onl
     out.print(f"[bold green]compatible[/]: {topo.name} passes {scope}", highlight=False)
 
 
+def _check_sweep(load: SweepLoad, tokens: int, json_path: str | None, failures_only: bool) -> None:
+    """check-compat of every variant of a sweep: a table (variant, overrides, verdict, failed rules), the
+    failed rules' lines per variant, and exit 1 if any variant fails."""
+    def judge(topo: Any) -> dict[str, Any]:
+        _, spec, deployment = _judged(topo)
+        return compat_report(deployment, spec, tokens)
+
+    doc = sweep_report(load, judge)
+    out = _out(json_path)
+    name = load.variants[0].topology.name if load.variants[0].topology else load.source.stem
+    if not failures_only:
+        table = Table(title=f"sweep {load.source.name}: {len(doc['variants'])} variant(s)")
+        for col in ("variant", "overrides", "SGLang", "verdict", "failed rules"):
+            table.add_column(col, overflow="fold")
+        for v in doc["variants"]:
+            word = "pass" if v["ok"] else "FAIL"
+            version = v["sglang"]["version"] if v.get("sglang") else ""
+            table.add_row(Text(v["name"]), Text(", ".join(f"{k}={val}" for k, val in v["overrides"].items())),
+                          Text(str(version or "")), Text(word, style=_VERDICT_STYLE[word]),
+                          Text(", ".join(failed_rules(v["findings"]))))
+        out.print(table)
+    write_json(json_path, doc)
+    bad = [v for v in doc["variants"] if not v["ok"]]
+    if bad:
+        lines = [f"- {v['name']}: {compact_line(f)}" for v in bad for f in v["findings"]
+                 if f["severity"] == "error" and not f["ok"]]
+        raise CheckFailed(f"{name}: {len(bad)} of {len(doc['variants'])} variant(s) incompatible "
+                          "(launch --keep-going runs only the others):", detail="\n".join(lines))
+    out.print(f"[bold green]compatible[/]: every one of the {len(doc['variants'])} variants of {name} passes",
+              highlight=False)
+
+
 @click.command("plan")
 @click.argument("topology", type=click.Path(dir_okay=True))
 @click.option("--tokens", type=click.IntRange(min=1), default=8192, show_default=True,
@@ -217,12 +262,12 @@ def check_compat(topology: str, json_path: str | None, tokens: int, failures_onl
 @json_option("the plan")
 @set_option
 def plan(topology: str, tokens: int, prefix_len: int, force: bool, json_path: str | None,
-         overrides: tuple[str, ...]) -> None:
+         overrides: tuple[str, ...], cluster: str | None) -> None:
     """Show the KV transfer plan of TOPOLOGY: head ownership and descriptors/bytes per rank pair.
 
     A topology check-compat rejects gets the findings and exit 1, not a plan of something that cannot run
     (with --force: the findings, then the plan, and still exit 1)."""
-    topo, spec, deployment = _load(topology, overrides)
+    topo, spec, deployment = _load(topology, overrides, open_profile(cluster))
     if prefix_len > tokens:
         raise UserError(f"--prefix ({prefix_len}) is longer than --tokens ({tokens})")
     topo.require_pd("plan")  # a colocated topology has no KV transfer to plan

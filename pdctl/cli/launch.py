@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from pdctl.cli.console import console, err_console, write_json
-from pdctl.cli.options import FiniteFloatRange, json_option, run_dir_option, set_option
+from pdctl.cli.options import FiniteFloatRange, json_option, read_topology, run_dir_option, set_option
 
 
 def _out(json_path: str | None):
@@ -58,6 +58,9 @@ def _out(json_path: str | None):
 @click.option("--in-allocation", is_flag=True,
               help="Inside a Slurm allocation (salloc, an sbatch job): take its nodes, start every process as "
               "an srun step (what the submitted job runs).")
+@click.option("--keep-going", is_flag=True,
+              help="A sweep: launch the variants that pass check-compat even if others fail (and go on when one "
+              "variant's launch fails).")
 @set_option
 @json_option("the rendered deployment (dry run; Slurm: with its sbatch script; Kubernetes: with its manifests) "
              "or the run state")
@@ -72,7 +75,9 @@ def launch(
     executor: str,
     submit: bool,
     in_allocation: bool,
+    keep_going: bool,
     overrides: tuple[str, ...],
+    cluster: str | None,
     json_path: str | None,
 ) -> None:
     """Start prefill, decode and router from TOPOLOGY, wait until healthy, print the URLs.
@@ -83,16 +88,25 @@ def launch(
     Every path (a launch, --dry-run, the Slurm script, the job itself) runs check-compat first on the commands
     it renders, with the SGLang version from engine.version or, when that is missing, asked from the nodes; a
     launch then runs preflight of the actual nodes (--skip-compat / --skip-preflight skip them, loudly).
-    Under Slurm the job does both on the nodes it was given."""
+    Under Slurm the job does both on the nodes it was given.
+
+    A topology with `sweep:` launches one run per variant, in <run-dir>/<variant> (Slurm: one job each), after
+    check-compat passed every variant (--keep-going: the ones that pass)."""
     from pdctl.launch.deploy import LaunchHooks, LaunchOptions, launch
-    from pdctl.topology import load_topology
+    from pdctl.topology.profile import open_profile
+    from pdctl.topology.variants import load_sweep
 
     out = _out(json_path)
-    topo = load_topology(topology, overrides)
     kind = "local" if executor == "ssh" else executor  # one kind: each node is reached as its ssh: says
     options = LaunchOptions(run_dir=Path(run_dir) if run_dir else None, executor=kind, dry_run=dry_run,
                             submit=submit, in_allocation=in_allocation, timeout=timeout, skip_compat=skip_compat,
                             preflight=not skip_preflight, detach=detach)
+    profile = open_profile(cluster)
+    sweep = None if in_allocation else load_sweep(topology, overrides, profile=profile)
+    if sweep is not None:
+        _launch_sweep(sweep, options, keep_going, json_path, out)
+        return
+    topo = read_topology(topology, overrides, cluster)
     with _ProgressView() as view:
 
         def ready(state: dict[str, Any]) -> None:
@@ -115,6 +129,35 @@ def launch(
         assert done.state is not None
         _print_ready(done.state, out, foreground=False)
         write_json(json_path, done.state)
+
+
+def _launch_sweep(sweep: Any, options: Any, keep_going: bool, json_path: str | None, out: Any) -> None:
+    """One run per variant (pdctl.launch.sweep), then a table of what each variant did; exit 1 if any variant
+    failed check-compat or its launch."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from pdctl.errors import CheckFailed
+    from pdctl.launch.deploy import LaunchHooks
+    from pdctl.launch.sweep import launch_sweep
+
+    hooks = LaunchHooks(loud=_loud, warning=_warning, notice=_warning, note=_note, say=_job_line,
+                        on_preflight=lambda report: _preflight_seen(report, out))
+    runs = launch_sweep(sweep, options, hooks, keep_going=keep_going)
+    table = Table(title=f"sweep {sweep.source.name}: {len(runs)} variant(s)")
+    for col in ("variant", "check-compat", "outcome", "run dir"):
+        table.add_column(col, overflow="fold")
+    for run in runs:
+        verdict = "pass" if run.ok else "FAIL " + ", ".join(run.failed_rules)
+        outcome = run.outcome + (f" (job {run.job_id})" if run.job_id else "") + (
+            f": {run.detail}" if run.outcome == "failed" else "")
+        table.add_row(Text(run.name), Text(verdict), Text(outcome), Text(str(run.run_dir)))
+    err_console.print(table) if options.dry_run else out.print(table)
+    write_json(json_path, {"variants": [r.to_json() for r in runs]})
+    failed = [r for r in runs if not r.ok or r.outcome == "failed"]
+    if failed:
+        raise CheckFailed(f"{len(failed)} of {len(runs)} variant(s) did not run: "
+                          + ", ".join(r.name for r in failed))
 
 
 def _loud(message: str) -> None:

@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "reference": "pdctl.cli.reference:reference",
     "suggest": "pdctl.cli.suggest:suggest",
     "runs": "pdctl.cli.runs:runs",
+    "diff": "pdctl.cli.diff:diff",
 }
 
 SHORT_HELP: dict[str, str] = {
@@ -50,6 +51,7 @@ SHORT_HELP: dict[str, str] = {
     "reference": "The CPU reference engine: checkpoints and serving.",
     "suggest": "The PD topology to run under TTFT/ITL targets (AIConfigurator + SGLang rules + KV transfer).",
     "runs": "Past and live runs launched from here: name, state, started, run dir.",
+    "diff": "What differs between two runs (lock.json): topology, versions, node facts.",
 }
 
 

@@ -101,12 +101,30 @@ class FiniteFloatRange(click.FloatRange):
         return number
 
 
-set_option = click.option(
+_set = click.option(
     "--set", "overrides", multiple=True, metavar="KEY=VALUE",
     help="Override a topology key (dotted: prefill.tp=2, server.args.max-running-requests=8, nodes[0].host=h); "
     "VALUE is YAML (4 = int, true = bool, '4' = text). Repeatable; checked like the file.",
 )
-"""`--set KEY=VALUE` of every command that reads a TOPOLOGY argument (pdctl.topology.overrides)."""
+_cluster = click.option(
+    "--cluster", "cluster", metavar="FILE", default=None,
+    help="Cluster profile (Slurm defaults, container and model aliases, env defaults); default $PDCTL_CLUSTER, "
+    "else pdctl-cluster.yaml in the working directory or a parent; `none`: no profile.",
+)
+
+
+def set_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """`--set KEY=VALUE` and `--cluster FILE` of every command that reads a TOPOLOGY argument
+    (pdctl.topology.overrides, pdctl.topology.profile): the function gets `overrides` and `cluster`."""
+    return _set(_cluster(func))
+
+
+def read_topology(path: str, overrides: tuple[str, ...], cluster: str | None) -> Any:
+    """The TOPOLOGY argument loaded with its --set overrides and the cluster profile --cluster names."""
+    from pdctl.topology import load_topology
+    from pdctl.topology.profile import open_profile
+
+    return load_topology(path, overrides, profile=open_profile(cluster))
 
 
 def deadline_option(what: str) -> Callable[[Any], Any]:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from pdctl.cli.console import console, err_console, write_json
-from pdctl.cli.options import FiniteFloatRange, json_option, set_option
+from pdctl.cli.options import FiniteFloatRange, json_option, read_topology, set_option
 
 MARKS = {True: "[green]ok[/]", False: "[red]FAIL[/]"}
 
@@ -69,17 +69,16 @@ def deadline_option(func: Any) -> Any:
 @set_option
 def preflight(
     topology: str, json_path: str | None, skip_transfer: bool, transfers: str, deadline: float, tokens: int,
-    node_timeout: float, executor: str, overrides: tuple[str, ...],
+    node_timeout: float, executor: str, overrides: tuple[str, ...], cluster: str | None,
 ) -> None:
     """Facts and checks per node (reach, versions, GPUs, RDMA, model, ports, addresses) and real KV transfers
     covering every prefill and decode node; exit 1 on any failed check. Progress goes to stderr."""
     from pdctl.cli.progress import StatusLines
     from pdctl.errors import CheckFailed
     from pdctl.launch.deploy import check_nodes
-    from pdctl.topology import load_topology
 
     out = err_console if json_path == "-" else console
-    topo = load_topology(topology, overrides)
+    topo = read_topology(topology, overrides, cluster)
     with StatusLines("preflight") as say:
         report = check_nodes(topo, executor=executor, skip_transfer=skip_transfer, tokens=tokens,
                              timeout=node_timeout, progress=say, transfers=transfers, deadline=deadline)

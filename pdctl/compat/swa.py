@@ -76,8 +76,14 @@ def hetero_tp_swa_version(ctx: Context) -> Outcome:
     if not ctx.sglang:
         return passed(f"engine {ctx.topo.engine.kind}: implements the head-slice path")
     if not ctx.since(facts.SWA_HETERO_TP_SINCE):
-        return fired(f"{messages.hybrid_state_hetero_tp('SWA')} ({ctx.version_words}; the head-slice SWA "
-                     f"transfer arrived in {facts.SWA_HETERO_TP_SINCE})")
+        said = messages.hybrid_state_hetero_tp("SWA", ctx.eff.version.parsed)
+        if said is None:  # before SGLang checked it: nothing stops the transfer, the SWA state is not resliced
+            return fired(f"{ctx.version_words} has no PD transfer for the sliding-window state of a hybrid model "
+                         f"with different attention TP (not even the refusal, which arrived in "
+                         f"{messages.HYBRID_HETERO_TP_CHECK_SINCE}; the head-slice SWA transfer in "
+                         f"{facts.SWA_HETERO_TP_SINCE}): decode's SWA layers do not get the prefill's state")
+        return fired(f"{said} ({ctx.version_words}; the head-slice SWA transfer arrived in "
+                     f"{facts.SWA_HETERO_TP_SINCE})")
     return passed(f"{ctx.version_words} has the head-slice SWA transfer")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pdctl.compat.context import Context
 from pdctl.compat.findings import Outcome, fired, passed
-from pdctl.sglang import messages
+from pdctl.sglang import facts, messages
 from pdctl.sglang.settings import DISAGG_TIMEOUTS, env_number
 
 HANG_S = 3600  # above this, a failed transfer holds its request (and KV) for more than an hour
@@ -25,6 +25,19 @@ def _span(seconds: float) -> str:
             return f"{seconds / size:.3g} {unit}"
     return f"{seconds:g} s"
 HEARTBEAT = ("SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE")
+
+
+def _unparsed(ctx: Context, name: str, value: str, kind: str, default: float) -> str:
+    """What the judged release does with a value it cannot parse: EnvInt/EnvFloat warn and use the default
+    (0.5.8+); before, get_int_env_var used the default silently and the heartbeat interval's float() raised."""
+    if ctx.since(facts.ENV_WARNS_SINCE):
+        return (f"{messages.env_invalid(name, value, kind, default)} (SGLang's warning; the value you meant is not "
+                "in effect)")
+    if kind == "float":
+        return (f"{name}={value}: {ctx.version_words} reads it with float() and stops at startup (ValueError: could "
+                f"not convert string to float: {value!r})")
+    return (f"{name}={value}: {ctx.version_words} cannot parse it and uses the default {default:g} without a word "
+            f"(its warning arrived in {facts.ENV_WARNS_SINCE}); the value you meant is not in effect")
 
 
 def disagg_timeouts(ctx: Context) -> Outcome:
@@ -40,8 +53,7 @@ def disagg_timeouts(ctx: Context) -> Outcome:
             value, unparsed = env_number(role.env, name)
             used[name] = value
             if unparsed is not None:
-                problems.append(f"{role.name}: {messages.env_invalid(name, unparsed, kind, default)} (SGLang's warning; "
-                                "the value you meant is not in effect)")
+                problems.append(f"{role.name}: {_unparsed(ctx, name, unparsed, kind, default)}")
             elif name.endswith("TIMEOUT") and value > HANG_S:
                 problems.append(f"{role.name}: {name}={role.env[name]}: a failed or stuck KV transfer holds its request "
                                 f"and its KV for {_span(value)} instead of failing after {default:g} s")

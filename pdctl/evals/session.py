@@ -29,6 +29,7 @@ from pdctl.evals.results import ResultsWriter, request_key, resumable
 from pdctl.evals.runner import Job, RunOutcome, run_jobs
 from pdctl.evals.summary import summarize
 from pdctl.liveness import Watchdog, require_alive
+from pdctl.runs.lock import lock_pointer
 from pdctl.target import target_from_state
 
 
@@ -181,6 +182,7 @@ def execute(prep: PreparedEval,
                                      "deployment answers its health check")
     summary["deadline_passed"] = outcome.deadline_passed
     summary.update(
+        lock=lock_pointer(prep.run_dir),  # the run's lock.json: what was evaluated (pdctl.runs.lock)
         url=prep.url,
         api=prep.request.api,
         num_shots=prep.settings["num_shots"],

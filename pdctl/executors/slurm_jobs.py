@@ -12,6 +12,9 @@ from pathlib import Path
 
 from pdctl.errors import CheckFailed, UserError
 
+# sbatch refusals pdctl's own directives can cause, and what to do (Slurm < 23.11 has no --segment)
+SBATCH_HINTS = {"--segment": "this Slurm has no --segment (Slurm >= 23.11 with topology/block has): set "
+                             "slurm.segment: false in the cluster profile or the topology"}
 ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING")
 
 
@@ -26,7 +29,9 @@ def submit(script: Path) -> str:
                         f"{script} (`pdctl launch --dry-run` prints it without submitting)")
     done = _run(["sbatch", "--parsable", str(script)])
     if done.returncode != 0:
-        raise CheckFailed(f"sbatch {script} failed (exit {done.returncode})", detail=done.stderr.strip())
+        hints = [f"fix: {hint}" for option, hint in SBATCH_HINTS.items() if option in done.stderr]
+        raise CheckFailed(f"sbatch {script} failed (exit {done.returncode})",
+                          detail="\n".join([done.stderr.strip(), *hints]))
     return done.stdout.strip().split(";")[0]
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pdctl.errors import UserError
+from pdctl.errors import CheckFailed, UserError
 from pdctl.executors.slurm_allocation import (
     bind_allocation,
     prepare_containers,
@@ -31,6 +31,7 @@ from pdctl.launch.gate import (
     require_runnable_here,
 )
 from pdctl.launch.kube import MANIFESTS_FILE, checked_manifests, launch_on_kubernetes, write_manifests
+from pdctl.launch.lockfile import record_lock
 from pdctl.launch.submit import sbatch_script, submit_topology
 from pdctl.launch.supervisor import Progress, refuse_running, supervise
 from pdctl.preflight.report import PreflightReport
@@ -137,6 +138,7 @@ def launch(topo: Topology, options: LaunchOptions, hooks: LaunchHooks | None = N
         return _dry_run(deployment, run_dir, options, hooks, job=job)
     if job:
         _warn_unshared(deployment, run_dir, hooks)
+        record_lock(deployment, run_dir, version, None, preflight="in the job (its launch rewrites this lock)")
         done = submit_topology(deployment, run_dir, timeout=options.timeout, skip_compat=options.skip_compat,
                                skip_preflight=not options.preflight, progress=hooks.progress, say=hooks.say)
         return Launched("submitted", deployment, run_dir, state=done)
@@ -144,8 +146,23 @@ def launch(topo: Topology, options: LaunchOptions, hooks: LaunchHooks | None = N
     require_runnable_here(deployment)  # a CLI-only install: say which extra, before anything starts
     if options.preflight:
         refuse_running(run_dir)  # a live deployment there would fail preflight's port checks less clearly
-        deployment = preflight_gate(deployment, on_report=hooks.on_preflight, progress=hooks.preflight_progress,
-                                    shared_dir=run_dir if options.in_allocation else None)
+        seen: list[PreflightReport] = []
+
+        def on_report(report: PreflightReport) -> None:
+            seen.append(report)
+            if hooks.on_preflight is not None:
+                hooks.on_preflight(report)
+
+        try:
+            deployment = preflight_gate(deployment, on_report=on_report, progress=hooks.preflight_progress,
+                                        shared_dir=run_dir if options.in_allocation else None)
+        except CheckFailed:
+            if seen:  # what the nodes said is recorded even when it stops the launch
+                record_lock(deployment, run_dir, version, seen[0], preflight="failed")
+            raise
+        record_lock(deployment, run_dir, version, seen[0] if seen else None, preflight="passed")
+    else:
+        record_lock(deployment, run_dir, version, None, preflight="skipped (--skip-preflight)")
     done = supervise(deployment, run_dir, timeout=options.timeout, detach=options.detach, progress=hooks.progress,
                      on_ready=hooks.on_ready, remember=options.remember, state=state)
     return Launched("running", deployment, run_dir, state=done)

@@ -39,9 +39,10 @@ class RunInfo:
 
 
 def run_dirs(home: Path = PDCTL_HOME) -> list[Path]:
-    """Every run dir known here: under HOME/runs/, and those recorded in HOME/history (deduplicated)."""
+    """Every run dir known here: under HOME/runs/ (a sweep's variants one level down), and those recorded in
+    HOME/history (deduplicated)."""
     found: dict[str, Path] = {}
-    for state in sorted((home / "runs").glob(f"*/{STATE_FILE}")):
+    for state in sorted([*(home / "runs").glob(f"*/{STATE_FILE}"), *(home / "runs").glob(f"*/*/{STATE_FILE}")]):
         found.setdefault(str(state.parent.resolve()), state.parent)
     try:
         lines = (home / HISTORY_FILE).read_text(encoding="utf-8").splitlines()
@@ -78,7 +79,11 @@ def describe(run_dir: Path, latest: str | None = None) -> RunInfo:
     elif doc.get("job_id") is not None:
         detail = f"slurm job {doc['job_id']}"
     router = doc.get("router") if isinstance(doc.get("router"), dict) else {}
-    return RunInfo(str(doc.get("topology") or run_dir.name), resolved, status, doc.get("launched_at"),
+    name = str(doc.get("topology") or run_dir.name)
+    variant = doc.get("variant") if isinstance(doc.get("variant"), dict) else None
+    if variant and variant.get("name"):  # one variant of a sweep (pdctl.launch.sweep)
+        name = f"{name}/{variant['name']}"
+    return RunInfo(name, resolved, status, doc.get("launched_at"),
                    router.get("url"), doc.get("executor") or _executor(doc), detail, latest == resolved)
 
 

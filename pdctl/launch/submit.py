@@ -11,7 +11,6 @@ tail of the job's output.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ from pdctl.errors import CheckFailed, UserError
 from pdctl.executors import slurm_jobs as jobs
 from pdctl.launch.health import router_ready
 from pdctl.launch.supervisor import Launch, Progress, _quiet
+from pdctl.render.jobpython import Submitter
 from pdctl.render.sbatch import SCRIPT_NAME, render_sbatch
 from pdctl.runs import remember_latest
 from pdctl.runs.state import TOPOLOGY_COPY, current_state, write_topology_copy
@@ -34,9 +34,10 @@ OUTPUT_TAIL_LINES = 40
 
 
 def pdctl_command(run_dir: Path, *, timeout: float, skip_compat: bool, skip_preflight: bool) -> list[str]:
-    """The launch the job runs: this interpreter's pdctl on the run dir's copy of the topology."""
+    """The launch the job runs, after the interpreter (pdctl.render.jobpython picks it on the node): pdctl on
+    the run dir's copy of the topology, which has the cluster profile applied already (--cluster none)."""
     run_dir = run_dir.resolve()
-    argv = [sys.executable, "-m", "pdctl", "launch", str(run_dir / TOPOLOGY_COPY), "--in-allocation",
+    argv = ["-m", "pdctl", "launch", str(run_dir / TOPOLOGY_COPY), "--in-allocation", "--cluster", "none",
             "--run-dir", str(run_dir), "--timeout", f"{timeout:g}"]
     if skip_compat:
         argv.append("--skip-compat")
@@ -46,19 +47,20 @@ def pdctl_command(run_dir: Path, *, timeout: float, skip_compat: bool, skip_pref
 
 
 def sbatch_script(topo: Topology, run_dir: Path, *, timeout: float, skip_compat: bool = False,
-                  skip_preflight: bool = False) -> str:
+                  skip_preflight: bool = False, submitter: Submitter | None = None) -> str:
     """The sbatch script of TOPO's job in RUN_DIR, as --submit submits it (and --dry-run prints it)."""
     if topo.source_path is None:
         raise UserError("a Slurm job launches its topology from a file: load the topology from one")
     command = pdctl_command(run_dir, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)
-    return render_sbatch(topo, run_dir, command)
+    return render_sbatch(topo, run_dir, command, submitter or Submitter.here())
 
 
 def write_script(topo: Topology, run_dir: Path, *, timeout: float, skip_compat: bool = False,
-                 skip_preflight: bool = False) -> Path:
+                 skip_preflight: bool = False, submitter: Submitter | None = None) -> Path:
     """<run_dir>/launch.sbatch, and the copy of the topology it launches (<run_dir>/topology.yaml, with the
     --set overrides applied)."""
-    text = sbatch_script(topo, run_dir, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight)
+    text = sbatch_script(topo, run_dir, timeout=timeout, skip_compat=skip_compat, skip_preflight=skip_preflight,
+                         submitter=submitter)
     write_topology_copy(topo, run_dir)
     script = run_dir / SCRIPT_NAME
     script.write_text(text, encoding="utf-8")

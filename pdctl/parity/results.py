@@ -115,6 +115,7 @@ class ParityResult:
     positions: dict[str, Any] = field(default_factory=dict)  # pdctl.parity.positions
     soak: Any = None  # pdctl.parity.soak.SoakResult
     wall_s: float | None = None
+    candidate_lock: dict[str, Any] | None = None  # the candidate run's lock.json (pdctl.runs.lock), if launched
 
     @property
     def ok(self) -> bool:
@@ -140,6 +141,7 @@ class ParityResult:
             "positions": self.positions,
             "candidate": self.candidate,
             "candidate_workers": self.candidate_workers,
+            "candidate_lock": self.candidate_lock,
             "reference": self.reference,
             "tp": self.tp,
             "numerics": self.numerics,

@@ -28,6 +28,7 @@ from pdctl.parity.runner import ParityOptions, Progress, ProgressUpdate, run_par
 from pdctl.parity.soak import parse_soak
 from pdctl.parity.teacher import DEFAULT_MAX_RESYNCS
 from pdctl.reference.args import NUMERICS  # the reference engine's --numerics (argparse only, no torch)
+from pdctl.runs.lock import lock_pointer
 from pdctl.target import Target, get_json, resolve
 from pdctl.topology import load_topology
 
@@ -228,6 +229,7 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
     result.positions = analyze(result.modes, window=facts.sliding_window, factor=req.factor,
                                max_new_tokens=req.max_new_tokens)
     result.wall_s = time.monotonic() - started  # the whole command: launches, controls, every mode
+    result.candidate_lock = lock_pointer(candidate.run_dir)
     return result
 
 

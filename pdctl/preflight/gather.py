@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pdctl.executors import Executor, node_executor
 from pdctl.preflight import probe
+from pdctl.preflight.parsers.arch import ARCH_WRAPPER, Arch, parse_arch
 from pdctl.topology.placement import port_bindings
 from pdctl.transfer.registry import BACKENDS, backend
 
@@ -38,7 +39,8 @@ class NodeFacts:
     seconds: float
     facts: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
-    error_kind: str | None = None  # unreachable | python | timeout | probe
+    error_kind: str | None = None  # unreachable | python | arch | timeout | probe
+    arch: Arch | None = None  # the node's uname -m and the interpreter's architecture (when the wrapper ran)
 
     @property
     def ok(self) -> bool:
@@ -113,12 +115,24 @@ def peers_of(deployment: Deployment, roles: dict[str, list[str]]) -> dict[str, l
     return {name: sorted(addrs) for name, addrs in out.items()}
 
 
-def run_probe(executor: Executor, python: str, args: dict[str, Any], timeout: float) -> tuple[dict, str | None, str | None]:
-    """(facts, error, error_kind) of one probe run."""
-    done = executor.run([python, "-c", PROBE_SOURCE, json.dumps(args)], timeout=timeout)
+def run_probe(executor: Executor, python: str, args: dict[str, Any],
+              timeout: float) -> tuple[dict, str | None, str | None, Arch | None]:
+    """(facts, error, error_kind, arch) of one probe run: a shell wrapper says the node's `uname -m` and the
+    interpreter binary's architecture (pdctl.preflight.parsers.arch), then runs the probe with it."""
+    done = executor.run(["sh", "-c", ARCH_WRAPPER, "pdctl-probe", python, "-c", PROBE_SOURCE, json.dumps(args)],
+                        timeout=timeout)
+    arch = parse_arch(done.stdout)
     for line in done.stdout.splitlines():
         if line.startswith(probe.MARKER):
-            return json.loads(line[len(probe.MARKER):]), None, None
+            return json.loads(line[len(probe.MARKER):]), None, None, arch
+    facts, error, kind = _why(executor, python, done, timeout)
+    if arch is not None and arch.mismatch and kind != "unreachable":
+        return {}, (f"engine python {python!r} is an {arch.binary} executable but the node is {arch.machine}: "
+                    f"it cannot run there ({error})"), "arch", arch
+    return facts, error, kind, arch
+
+
+def _why(executor: Executor, python: str, done: Any, timeout: float) -> tuple[dict, str, str]:
     tail = (done.stderr or done.stdout).strip()[-600:]
     if done.returncode is None:
         return {}, f"no answer within {timeout:g}s", "timeout"
@@ -145,10 +159,10 @@ def gather(deployment: Deployment, *, timeout: float = 60.0, read: list[str] | N
         python = deployment.pythons[node.name]
         started = time.monotonic()
         limit = timeout if until is None else max(1.0, min(timeout, until - started))
-        facts, error, kind = run_probe(
+        facts, error, kind, arch = run_probe(
             executor, python, probe_args(deployment, node, roles[node.name], peers[node.name], read, dirs), limit
         )
-        return NodeFacts(node.name, executor.kind, python, time.monotonic() - started, facts, error, kind)
+        return NodeFacts(node.name, executor.kind, python, time.monotonic() - started, facts, error, kind, arch)
 
     results: dict[str, NodeFacts] = {}
     with ThreadPoolExecutor(max_workers=min(32, len(topo.nodes))) as pool:

@@ -270,7 +270,11 @@ def _summary(ctx: Context, name: str) -> dict[str, Any]:
         return out
     out["hostname"] = ctx.fact(name, "hostname")
     out["packages"] = ctx.fact(name, "packages")
+    out["machine"] = facts.arch.machine if facts.arch is not None else ctx.fact(name, "python", "machine")
     inv, _ = inventory(ctx, name)
+    if inv is not None and node.gpu != "cpu":
+        out.update({"gpu_model": inv.gpus[0].name if inv.gpus else None, "gpu_count": len(inv.gpus),
+                    "driver": inv.driver_version, "cuda": inv.cuda_version})
     out["gpu"] = "cpu" if node.gpu == "cpu" or inv is None else \
         f"{len(inv.gpus)} x {inv.gpus[0].name if inv.gpus else '?'} (driver {inv.driver_version})"
     return out

@@ -188,12 +188,18 @@ def bench_config(topo: Topology, tokens: int, source: str, target: str) -> Any:
                    timeout=BENCH_TIMEOUT_S)
 
 
-def agent_env(deployment: Deployment) -> dict[str, str]:
-    """The environment the deployment gives its prefill servers' transfer path (UCX's transports for tcp,
-    NVLink decided); engine.env wins, as in the servers' commands; the backend's path reporting last: the test
-    must learn the path even if engine.env silences it."""
+def agent_env(deployment: Deployment, node: str) -> dict[str, str]:
+    """The environment the deployment gives the transfer path of NODE's servers (UCX's transports for tcp, NVLink
+    decided), with the role's env (engine.env, prefill.env / decode.env over it) winning, as in the servers'
+    commands; a node with both roles gets prefill's over decode's; the backend's path reporting last: the test
+    must learn the path even if the user's env silences it."""
     topo = deployment.topo
-    return {**deployment.transfer_env.get("prefill", {}), **topo.engine.env, **backend(topo.transfer.backend).path_env}
+    prefill, decode = role_nodes(deployment)
+    roles = [role for role, nodes in (("decode", decode), ("prefill", prefill)) if node in nodes]
+    env: dict[str, str] = {}
+    for role in roles or ["prefill"]:  # a node with both roles: prefill's env over decode's
+        env |= {**deployment.transfer_env.get(role, {}), **topo.env_of(role)}
+    return env | backend(topo.transfer.backend).path_env
 
 
 class Transfers:
@@ -203,11 +209,10 @@ class Transfers:
         self.ctx, self.deployment, self.tokens = ctx, deployment, tokens
         topo = deployment.topo
         self.pairs: dict[str, tuple[str, str]] = {}
-        env = agent_env(deployment)
         self.agents: dict[str, Agent] = {}
         for node in nodes:
             proc = node_executor(topo.node(node), kind=deployment.executor, topo=topo).popen(
-                [deployment.pythons[node], "-m", AGENT_MODULE, topo.transfer.backend], env=env)
+                [deployment.pythons[node], "-m", AGENT_MODULE, topo.transfer.backend], env=agent_env(deployment, node))
             self.agents[node] = Agent(node, proc, self._route, self._gone)
 
     def _gone(self, node: str) -> None:

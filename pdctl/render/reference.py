@@ -36,7 +36,7 @@ def render_reference_replica(
         )
     slot = placement.slots[0]
     node = topo.node(slot.node)
-    env = dict(topo.engine.env)
+    env = topo.env_of(role.name)
     pd = role.name != "colocated"  # colocated: a plain server, no transfer settings or disaggregation flags
     if pd and topo.transfer.staging_buffer:
         env["SGLANG_DISAGG_STAGING_BUFFER"] = "1"

@@ -109,7 +109,7 @@ def render_router(
         host=node.target,
         node_rank=0,
         argv=argv,
-        env=dict(topo.engine.env),
+        env=topo.env_of("router"),
         url=router_url(topo),
         health_path="/readiness",
         bind_host=topo.router.host,

@@ -5,7 +5,9 @@ runs by hand — so the job does what a launch does, in the same order and with 
 job's nodes to the topology's nodes, ask them for their SGLang version, check-compat, preflight on the nodes
 themselves, then start every process as an srun step, wait for /health, start the router, and stay until the
 job is cancelled (srtctl's job script likewise runs its Python orchestrator on the head node). The script
-is a pure function of the topology, the run dir and the options: two renders are byte-identical.
+is a pure function of the topology, the run dir, the options and the submitting pdctl: two renders are
+byte-identical. The interpreter running pdctl in the job is chosen on the node by its architecture
+(pdctl.render.jobpython): a login host's venv cannot run on compute nodes of another architecture.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pdctl.render.slurm import OWN_JOB_ENV, job_options, slurm_target
+from pdctl.render.jobpython import INTERPRETER_VAR, Submitter, interpreter_lines
+from pdctl.render.slurm import OWN_JOB_ENV, job_options, segment_option, slurm_target
 from pdctl.topology.placement import machine_key
 
 if TYPE_CHECKING:
@@ -42,7 +45,7 @@ def _directive(option: str) -> str:
 
 def directives(topo: Topology, run_dir: Path) -> list[str]:
     """The #SBATCH lines: name, nodes (count, and the names written as hosts), the job's resource options,
-    the output file in the run dir, the working directory, then slurm.sbatch_directives as written."""
+    the NVLink segment (segment_option), the output file in the run dir, the working directory, then slurm.sbatch_directives as written."""
     slurm = topo.slurm
     count, hosts = job_nodes(topo)
     options = [f"--job-name={(slurm.job_name if slurm and slurm.job_name else 'pdctl-' + topo.name)}",
@@ -50,16 +53,20 @@ def directives(topo: Topology, run_dir: Path) -> list[str]:
     if hosts:
         options.append(f"--nodelist={','.join(hosts)}")
     options += job_options(topo)
+    segment = segment_option(topo, count)
+    if segment:
+        options.append(segment)
     options += [f"--output={run_dir / 'slurm-%j.out'}", f"--chdir={Path.cwd()}"]
     options += slurm.sbatch_directives if slurm else []
     return [_directive(o) for o in options]
 
 
-def render_sbatch(topo: Topology, run_dir: Path, command: list[str]) -> str:
-    """The whole script: its #SBATCH lines, then COMMAND, the job's one command (`pdctl launch
-    --in-allocation` on the run dir's copy of the topology: pdctl.launch.submit.pdctl_command). RUN_DIR is
-    made absolute: the job reads and writes it, so it must be on a shared filesystem, as must the interpreter
-    running pdctl."""
+def render_sbatch(topo: Topology, run_dir: Path, args: list[str], submitter: Submitter) -> str:
+    """The whole script: its #SBATCH lines, the choice of the interpreter running pdctl on the job's node
+    (SUBMITTER: the pdctl that submits), then ARGS, the job's one command after the interpreter (`-m pdctl
+    launch --in-allocation` on the run dir's copy of the topology: pdctl.launch.submit.pdctl_command). RUN_DIR
+    is made absolute: the job reads and writes it, so it must be on a shared filesystem, as must the
+    interpreter running pdctl."""
     run_dir = run_dir.resolve()
     lines = [
         "#!/bin/bash",
@@ -71,6 +78,7 @@ def render_sbatch(topo: Topology, run_dir: Path, command: list[str]) -> str:
         "# stays until the job is cancelled (pdctl down).",
         "set -euo pipefail",
         f"export {OWN_JOB_ENV}=1",
-        "exec " + shlex.join(command),
+        *interpreter_lines(topo, submitter),
+        f'exec "${INTERPRETER_VAR}" ' + shlex.join(args),
     ]
     return "\n".join(lines) + "\n"

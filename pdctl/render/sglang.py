@@ -82,14 +82,15 @@ def model_path(topo: Topology) -> str:
     return path
 
 
-def worker_env(topo: Topology, slot: NodeSlot, role: RoleConfig | None = None) -> tuple[dict[str, str], bool]:
-    """(environment, uses_base_gpu_id). If the user pinned CUDA_VISIBLE_DEVICES in engine.env, the slot's
-    GPUs are selected from that list (and --base-gpu-id is not used, as indices are then relative);
-    otherwise SGLang's --base-gpu-id selects them. Variables in engine.env win over rendered ones."""
-    env = dict(topo.engine.env)
+def worker_env(topo: Topology, slot: NodeSlot, role: RoleConfig) -> tuple[dict[str, str], bool]:
+    """(environment, uses_base_gpu_id): engine.env with the role's env over it (Topology.env_of). If the user
+    pinned CUDA_VISIBLE_DEVICES there, the slot's GPUs are selected from that list (and --base-gpu-id is not
+    used, as indices are then relative); otherwise SGLang's --base-gpu-id selects them. The user's variables
+    win over rendered ones."""
+    env = topo.env_of(role.name)
     if topo.transfer.staging_buffer and topo.is_pd:  # colocated: transfer: is ignored (no KV transfer)
         env[ENV_STAGING] = "1"
-    if role is not None and role.kv_layout in LAYOUT_ENV:
+    if role.kv_layout in LAYOUT_ENV:
         name, value = LAYOUT_ENV[role.kv_layout]
         env.setdefault(name, value)
     pinned = env.get("CUDA_VISIBLE_DEVICES")

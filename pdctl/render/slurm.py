@@ -64,6 +64,26 @@ def job_options(topo: Topology, *, exclusive: bool = True) -> list[str]:
     return out
 
 
+# Multi-node NVLink racks (NVL72: 18 trays of 4 GPUs in one NVLink domain): a job spread over them should ask
+# Slurm for one topology segment (#SBATCH --segment, Slurm's topology/block plugin), as srtctl does.
+NVL72_GPUS = ("gb200", "gb300")
+NVL72_NODES = 18
+
+
+def segment_option(topo: Topology, count: int) -> str | None:
+    """`--segment=N` of the job of COUNT nodes: slurm.segment true = COUNT, an int = that, false = none;
+    unset = COUNT when the nodes are GB200/GB300 or transfer.nvlink is on and COUNT fits one NVL72 domain."""
+    choice = topo.slurm.segment if topo.slurm is not None else None
+    if choice is False or count < 1:
+        return None
+    if choice is None:
+        nvlink = topo.is_pd and topo.transfer.nvlink == "on"
+        if not (nvlink or any(n.gpu in NVL72_GPUS for n in topo.nodes)) or count > NVL72_NODES:
+            return None
+        choice = True
+    return f"--segment={count if choice is True else choice}"
+
+
 def slurm_target(node: Node) -> str:
     """The Slurm node name of NODE (its host); an IP address is refused: srun --nodelist takes node names."""
     target = node.target

@@ -98,10 +98,10 @@ def with_nvlink(deployment: Deployment, shared_domain: bool | None) -> Deploymen
     added = {role: {k: v for k, v in env.items() if k not in deployment.transfer_env[role]}
              for role, env in transfer.items()}
     dropped = {role: set(deployment.transfer_env[role]) - set(env) for role, env in transfer.items()}
-    user = dict(topo.engine.env)  # engine.env wins over the transfer path, as at render
+    user = {role: topo.env_of(role) for role in deployment.transfer_env}  # the user's env wins, as at render
     workers = []
     for w in deployment.workers:
-        env = {k: v for k, v in w.env.items() if k not in dropped[w.role] or k in user}
+        env = {k: v for k, v in w.env.items() if k not in dropped[w.role] or k in user[w.role]}
         workers.append(replace(w, env={**added[w.role], **env}))
     notes = [n for n in deployment.notes if not n.startswith(NVLINK_NOTE)] + ([note] if note else [])
     return replace(deployment, workers=workers, transfer_env=transfer, nvlink=nvlink, notes=notes)

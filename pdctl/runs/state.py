@@ -141,6 +141,9 @@ class RunState:
         self.doc["topology_path"] = str(source)
         if overrides:
             self.doc["overrides"] = overrides
+        for key in ("profile", "variant"):  # what the cluster profile resolved; which sweep variant this is
+            if getattr(topo, key, None) is not None:
+                self.doc[key] = getattr(topo, key)
 
     def add(self, record: dict[str, Any]) -> None:
         """Record a started process (the router goes under `router`)."""
@@ -169,12 +172,18 @@ class RunState:
 
 
 def write_topology_copy(topo: Any, run_dir: Path) -> Path:
-    """<run_dir>/topology.yaml: the file TOPO was loaded from, or (with `--set` overrides) the document they
-    produced, headed by a comment naming the file and the overrides. Returns its path."""
+    """<run_dir>/topology.yaml: the file TOPO was loaded from, or (with `--set` overrides, a sweep variant or a
+    cluster profile) the document they produced, headed by a comment naming the file and what changed it.
+    Returns its path."""
     make_run_dir(run_dir)
     copy = run_dir / TOPOLOGY_COPY
-    if topo.overrides and topo.document is not None:
-        head = f"# {topo.source_path} with {describe_overrides(topo.overrides)}\n"
+    if topo.document is not None:
+        changed = [describe_overrides(topo.overrides)] if topo.overrides else []
+        if topo.variant:
+            changed.append(f"sweep variant {topo.variant['name']}")
+        if topo.profile:
+            changed.append(f"cluster profile {topo.profile['path']}")
+        head = f"# {topo.source_path} with {'; '.join(changed) or 'no change'}\n"
         write_whole(copy, head + yaml.safe_dump(topo.document, sort_keys=False))
     elif Path(topo.source_path).resolve() != copy.resolve():
         write_whole(copy, Path(topo.source_path).read_text(encoding="utf-8"))

@@ -224,8 +224,16 @@ class _Parser:
                 self.apply(flag, option, raw)
 
 
+# SGLang <= 0.5.13 names the parallel sizes' argparse dests after their first spelling (--tensor-parallel-size)
+# and copies them in ServerArgs.from_cli_args (`args.tp_size = args.tensor_parallel_size`, ...); 0.5.14+ parse
+# straight into tp_size. The values below carry both names, as the server sees them.
+FROM_CLI_ARGS = {"tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size",
+                 "data_parallel_size": "dp_size", "expert_parallel_size": "ep_size"}
+
+
 def parse_argv(argv: list[str], table: FlagTable) -> ParsedArgs:
-    """ARGV (the server's flags, without `python -m sglang.launch_server`) -> values by dest + problems."""
+    """ARGV (the server's flags, without `python -m sglang.launch_server`) -> values by dest (under the
+    ServerArgs field names too: FROM_CLI_ARGS) + problems. `given` keeps argparse's dests."""
     parser = _Parser(table)
     parser.run(list(argv))
     missing = [f.name for f in table.flags if f.required and f.dest not in parser.given]
@@ -233,4 +241,7 @@ def parse_argv(argv: list[str], table: FlagTable) -> ParsedArgs:
         parser.problem(None, f"the following arguments are required: {', '.join(missing)}")
     values = {dest: flag.default for dest, flag in table.by_dest.items()}
     values.update(parser.values)
+    for cli_dest, field_name in FROM_CLI_ARGS.items():
+        if cli_dest in values and field_name not in table.by_dest:
+            values[field_name] = values[cli_dest]
     return ParsedArgs(table.version, values, parser.given, tuple(parser.problems), tuple(parser.warnings))

@@ -25,3 +25,9 @@ SPEC_DECODE_ONLY_SINCE = "0.5.8"
 # No version gate for the NIXL manager's prepared dlists of unequal TP (`_init_hetero_tp_prep_handle`, num_groups
 # = 0 when decode TP > prefill TP > KV heads): 0.5.22+ asserts, 0.5.17-0.5.21 build an empty source dlist; both
 # fail at registration (compat rule nixl-tp-over-heads).
+
+# The PD timeouts' environment variables are read with EnvInt / EnvFloat (environ.py) since 0.5.8: a value they
+# cannot parse gives a warning and the default. 0.5.0-0.5.7 read them in mooncake/conn.py with
+# get_int_env_var (the default, silently) and float(os.getenv(...)) for the heartbeat interval (ValueError).
+# Same names and defaults in every release from 0.5.0.
+ENV_WARNS_SINCE = "0.5.8"

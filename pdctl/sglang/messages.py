@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from pdctl.sglang.versions import release
+
 
 # -- handshake: decode fetches prefill's server info (common/conn.py::try_ensure_parallel_info) -----------
 def page_size_mismatch(prefill: object, decode: object) -> str:
@@ -56,8 +58,19 @@ def head_slice_item_lens(src_len: int, dst_len: int, src_heads: int, dst_heads: 
             f"{dst_heads} heads of {total} total with page_size={page_size}")
 
 
-def hybrid_state_hetero_tp(state: str = "SWA") -> str:
-    """Releases before head-sliced SWA (mooncake/nixl conn.py::maybe_send_extra, SGLang <= 0.5.21)."""
+# The refusal's wording by release (mooncake/nixl conn.py::maybe_send_extra, read off the wheels): 0.5.4 added
+# the check, 0.5.9 named the state (SWA, ...) in it; 0.5.22 replaced it with the head-slice transfer.
+HYBRID_HETERO_TP_CHECK_SINCE = "0.5.4"
+HYBRID_HETERO_TP_STATE_SINCE = "0.5.9"
+
+
+def hybrid_state_hetero_tp(state: str = "SWA", version: tuple[int, ...] | None = None) -> str | None:
+    """Releases before head-sliced SWA (SGLang <= 0.5.21), as release VERSION (parsed) words it (None: the
+    newest wording); None for a release older than the check, which has no such message."""
+    if version is not None and version < release(HYBRID_HETERO_TP_CHECK_SINCE):
+        return None
+    if version is not None and version < release(HYBRID_HETERO_TP_STATE_SINCE):
+        return "PD Disaggregation does NOT support PD different TP sizes for non-MLA hybrid models yet."
     return f"PD Disaggregation does NOT support PD different TP sizes for non-MLA {state} hybrid models yet."
 
 

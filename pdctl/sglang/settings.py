@@ -155,7 +155,8 @@ class ServerSettings:
 
 
 
-# PD timeouts SGLang reads from the environment (environ.py, 0.5.23; the same names and defaults from 0.5.16):
+# PD timeouts SGLang reads from the environment (environ.py, 0.5.23; the same names and defaults from 0.5.0,
+# read off the wheels; how an unparsable value is treated changed in 0.5.8: pdctl.sglang.facts.ENV_WARNS_SINCE):
 # name -> (EnvInt/EnvFloat kind, default, the floor SGLang applies, the side that reads it). SGLang parses
 # with int()/float(); a value it cannot parse is replaced by the default, with a Python warning only.
 DISAGG_TIMEOUTS: dict[str, tuple[str, float, float | None, str]] = {

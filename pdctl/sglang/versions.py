@@ -75,7 +75,8 @@ def choose(version: str | None, source: str = "engine.version") -> VersionChoice
     """The version and flag table for VERSION (None: DEFAULT_VERSION, said so in `note`).
 
     A release without a table of its own is judged with the closest older table (a post-release with its
-    release's); one older than every table with the oldest; an unparsable string as DEFAULT_VERSION.
+    release's, said so: post-releases add flags too); one older than every table with the oldest; an
+    unparsable string as DEFAULT_VERSION.
     """
     known = table_versions()
     if version is None:
@@ -90,8 +91,7 @@ def choose(version: str | None, source: str = "engine.version") -> VersionChoice
         return VersionChoice(version, version, version, source)
     older = [v for v in known if release(v) <= parsed]
     table = older[-1] if older else known[0]
-    base = ".".join(str(p) for p in parsed[:3])
-    note = None if release(table)[:3] == parsed[:3] and table == base else (
+    note = None if release(table) == parsed else (
         f"no flag table for SGLang {version}: its commands are parsed with {table}'s "
         f"(tables: {known[0]} ... {known[-1]})")
     return VersionChoice(version, version, table, source, note)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 
 class Section(BaseModel):
@@ -32,3 +32,8 @@ def env_mapping(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: env_value(v) for k, v in value.items()}
     return value
+
+
+# An environment section (engine.env, prefill.env, router.env, engine.container.env, a profile's env): scalar
+# values taken as text, as a shell would.
+EnvMap = Annotated[dict[str, str], BeforeValidator(env_mapping)]

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from pdctl.topology.base import Section, env_mapping
+from pdctl.topology.base import EnvMap, Section
 
 # Slurm's --time forms: minutes, minutes:seconds, hours:minutes:seconds, days-hours, days-hours:minutes,
 # days-hours:minutes:seconds; and "UNLIMITED" / "INFINITE".
@@ -116,6 +116,52 @@ class SlurmConfig(Section):
         description="Interface whose IPv4 address the allocated nodes advertise (default: the address the "
         "node's hostname resolves to on it).",
     )
+    segment: bool | int | None = Field(
+        None,
+        description="#SBATCH --segment (Slurm's topology segments: on GB200/GB300 one NVL72 NVLink domain). true = "
+        "the job's node count, N = segments of N nodes, false = never (a Slurm without topology/block rejects "
+        "it). Default: on for GB200/GB300 nodes or transfer.nvlink: on, when the job fits one NVL72 domain "
+        "(18 nodes).",
+    )
+    job_python: str | dict[str, str] | None = Field(
+        None,
+        description="The interpreter that runs pdctl in the job, on the compute nodes: a path, or one per "
+        "architecture {aarch64: /shared/pdctl-arm/bin/python, x86_64: ...} (`uname -m` of the job's first "
+        "node). Default: the submitting interpreter where the architecture is the same, else a venv built in "
+        "the job (job_venv).",
+    )
+    job_venv: str = Field(
+        "~/.cache/pdctl/venvs",
+        min_length=1,
+        description="Where a job whose node architecture differs from the submit host's builds pdctl's venv "
+        "(one per architecture and Python, under flock, reused by later jobs; with uv when on PATH, else "
+        "python -m venv + pip).",
+    )
+    job_base_python: str = Field(
+        "python3", min_length=1, description="The compute node's interpreter the job's venv is built from."
+    )
+    job_pip_args: list[str] = Field(
+        default_factory=list,
+        description='Extra options of the venv\'s pip install (e.g. ["--index-url", "https://mirror/simple"] '
+        'or ["--no-index", "--find-links", "/shared/wheels"] on nodes without internet).',
+    )
+
+    @field_validator("segment")
+    @classmethod
+    def _segment(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            raise ValueError(f"expected true, false or a node count >= 1, got {value}")
+        return value
+
+    @field_validator("job_python")
+    @classmethod
+    def _job_python(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            bad = [k for k in value if not re.fullmatch(r"[a-z0-9_]+", str(k))]
+            if bad or not value:
+                raise ValueError("expected an interpreter path, or a mapping from `uname -m` names (x86_64, "
+                                 f"aarch64, ...) to interpreter paths, got {value!r}")
+        return value
 
     @field_validator("time_limit", mode="before")
     @classmethod
@@ -195,7 +241,7 @@ class ContainerConfig(Section):
         description='Bind mounts "SRC:DST[:ro]" (absolute paths on the node), or a mapping {SRC: DST}. A local '
         "model.path is mounted at the same path (read-only) unless a mount covers it.",
     )
-    env: dict[str, str] = Field(
+    env: EnvMap = Field(
         default_factory=dict, description="Environment set in the container (also for setup lines and probes)."
     )
     workdir: str | None = Field(None, pattern=r"^/\S*$", description="Working directory in the container.")
@@ -215,10 +261,6 @@ class ContainerConfig(Section):
                     parse_mount(item)
         return value
 
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_scalars(cls, value: Any) -> Any:
-        return env_mapping(value)
 
     def parsed_mounts(self) -> list[tuple[str, str, str | None]]:
         return [parse_mount(m) for m in self.mounts]

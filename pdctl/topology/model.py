@@ -88,6 +88,7 @@ class RoleConfig(BaseModel):
     mem_fraction_static: float | None
     random_seed: int | None
     args: dict[str, Any]
+    env: dict[str, str] = Field(default_factory=dict)  # the role's own (engine.env not included)
 
     @property
     def attn_tp(self) -> int:
@@ -144,10 +145,15 @@ class Topology(BaseModel):
     # what a launch keeps as the run's topology.yaml (the file alone would not say what ran)
     overrides: tuple[str, ...] = ()
     document: dict[str, Any] | None = Field(default=None, exclude=True, repr=False)
+    # the cluster profile applied (pdctl.topology.profile.ProfileUse.to_json: file, what it filled in or
+    # resolved) and the sweep variant this topology is ({"name", "overrides"}); None when there was none
+    profile: dict[str, Any] | None = None
+    variant: dict[str, Any] | None = None
 
     @classmethod
     def from_file_model(cls, raw: TopologyFile, source_path: Path | None = None, *,
-                        overrides: tuple[str, ...] = (), document: dict[str, Any] | None = None) -> Topology:
+                        overrides: tuple[str, ...] = (), document: dict[str, Any] | None = None,
+                        profile: dict[str, Any] | None = None, variant: dict[str, Any] | None = None) -> Topology:
         """Effective view of a validated file (the loader has checked that the mode's sections are there):
         merged roles, router node default = first node of the first role."""
         roles: dict[str, RoleConfig | None] = {"prefill": None, "decode": None, "colocated": None}
@@ -176,7 +182,9 @@ class Topology(BaseModel):
             slurm=raw.slurm,
             kubernetes=raw.kubernetes,
             overrides=tuple(overrides),
-            document=document if overrides else None,
+            document=document,
+            profile=profile,
+            variant=variant,
             **roles,
         )
 
@@ -216,6 +224,12 @@ class Topology(BaseModel):
             if found is not None:
                 return found
         raise KeyError(name)
+
+    def env_of(self, role: str) -> dict[str, str]:
+        """The environment the topology gives ROLE's processes ("prefill" | "decode" | "colocated" | "router"):
+        engine.env with the role's own env (prefill.env, ..., router.env) merged over it."""
+        own = self.router.env if role == "router" else self.role(role).env
+        return {**self.engine.env, **own}
 
     def role_nodes(self, role: str | RoleConfig) -> list[Node]:
         """The Node objects a role may use, in order (e.g. for GPU-kind rules like mxfp8 on SM100+)."""

@@ -85,7 +85,7 @@ def _describe(path: PathKey) -> str:
     return format_path(path)
 
 
-def _assign(data: Any, override: Override) -> None:
+def _assign(data: Any, override: Override, label: str = "--set") -> None:
     """Set OVERRIDE's value in DATA, creating missing mappings on the way; lists must have the index."""
     node = data
     path = override.path
@@ -94,11 +94,11 @@ def _assign(data: Any, override: Override) -> None:
         where = _describe(path[:depth]) or "(top level)"
         if isinstance(part, int):
             if not isinstance(node, list):
-                raise UserError(f"--set {override.text}: {where} is not a list, it has no [{part}]")
+                raise UserError(f"{label} {override.text}: {where} is not a list, it has no [{part}]")
             if part >= len(node):
-                raise UserError(f"--set {override.text}: {where} has {len(node)} entries; there is no [{part}]")
+                raise UserError(f"{label} {override.text}: {where} has {len(node)} entries; there is no [{part}]")
         elif not isinstance(node, dict):
-            raise UserError(f"--set {override.text}: {where} is {type(node).__name__}, not a mapping: it has no "
+            raise UserError(f"{label} {override.text}: {where} is {type(node).__name__}, not a mapping: it has no "
                             f"key {part!r}")
         if last:
             node[part] = copy.deepcopy(override.value)
@@ -108,17 +108,19 @@ def _assign(data: Any, override: Override) -> None:
         node = node[part]
 
 
-def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions | None = None) -> Any:
+def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions | None = None,
+                    label: str = "--set") -> Any:
     """DATA (a parsed topology document) with each `--set KEY=VALUE` applied in order, as a new document.
-    POSITIONS (the file's) is updated so that errors in an overridden value point at its `--set`."""
+    POSITIONS (the file's) is updated so that errors in an overridden value point at its `--set` (LABEL:
+    what errors call the override, e.g. `sweep variant NAME:` for a sweep's values)."""
     out = copy.deepcopy(data) if data is not None else {}
     for i, text in enumerate(overrides):
         override = parse_override(text)
         if not isinstance(out, dict):
-            raise UserError(f"--set {text}: the topology is not a mapping")
-        _assign(out, override)
+            raise UserError(f"{label} {text}: the topology is not a mapping")
+        _assign(out, override, label)
         if positions is not None:
-            mark = OverrideMark(i, f"--set {text}")
+            mark = OverrideMark(i, f"{label} {text}")
             for table in (positions.values, positions.keys):
                 for path in [p for p in table if p[:len(override.path)] == override.path]:
                     del table[path]  # the file's positions inside what the override replaced

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from pdctl.topology.base import Section, env_mapping, env_value
+from pdctl.topology.base import EnvMap, Section, env_value
 from pdctl.topology.bench import BenchConfig
 from pdctl.topology.cluster import ContainerConfig, SlurmConfig
 from pdctl.topology.kubernetes import KubernetesConfig
@@ -72,15 +72,14 @@ class EngineConfig(Section):
         None, description='SGLang version, e.g. "0.5.23" (quote it); gates version-dependent compat rules.'
     )
     python: str = Field("python3", description="Interpreter used on the nodes to start servers and router.")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for every process.")
+    env: EnvMap = Field(
+        default_factory=dict,
+        description="Extra environment for every process (prefill.env / decode.env / router.env add to it).",
+    )
     container: ContainerConfig | None = Field(
         None, description="Run the engine in a container: docker on local/ssh nodes, pyxis/enroot on Slurm."
     )
 
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_scalars(cls, value: Any) -> Any:
-        return env_mapping(value)
 
 
 class ModelConfig(Section):
@@ -253,6 +252,11 @@ class PlacedSpec(ServerConfig):
     dp: int = Field(1, ge=1, description="Data parallel size (--dp-size).")
     enable_dp_attention: bool = Field(False, description="-> --enable-dp-attention (attention TP = tp / dp).")
     port: int = Field(30000, ge=1, le=65535, description="HTTP port of replica 0 (replica i: port + i).")
+    env: EnvMap = Field(
+        default_factory=dict,
+        description="Environment of this role's processes only, merged over engine.env (a variable here wins).",
+    )
+
 
 
 class RoleSpec(PlacedSpec):
@@ -298,6 +302,10 @@ class RouterConfig(Section):
     )
     policy: str | None = Field(None, description="Routing policy passed to sglang_router (--policy).")
     args: dict[str, ArgValue] = Field(default_factory=dict, description="Other sglang_router flags.")
+    env: EnvMap = Field(
+        default_factory=dict, description="Environment of the router only, merged over engine.env (wins)."
+    )
+
 
     @field_validator("args", mode="before")
     @classmethod
@@ -332,6 +340,16 @@ class EvalConfig(Section):
 Mode = Literal["pd", "colocated"]
 # The sections each mode requires; the other mode's sections are errors (checked in loader.py, with positions).
 MODE_SECTIONS: dict[str, tuple[str, ...]] = {"pd": ("prefill", "decode"), "colocated": ("colocated",)}
+
+
+class SweepSpec(Section):
+    """`sweep:` as the schema shows it; pdctl.topology.sweep reads it (with located messages) and builds the
+    variants, each validated as a topology of its own."""
+
+    params: dict[str, list[Any]] = Field(
+        ..., description="Dotted keys as --set spells them (prefill.tp, server.mem_fraction_static) -> values."
+    )
+    zip: bool = Field(False, description="true: pair the lists in order; false: every combination.")
 
 
 class TopologyFile(Section):
@@ -375,3 +393,8 @@ class TopologyFile(Section):
     kubernetes: KubernetesConfig | None = Field(
         None, description="Launch on Kubernetes (LeaderWorkerSet or RoleBasedGroup workloads): the pods' image, "
         "scheduling, resources and volumes.")
+    sweep: SweepSpec | None = Field(
+        None,
+        description="Variants of this topology: {params: {dotted.key: [values, ...]}, zip: false}; every "
+        "combination (zip: true pairs the lists). check-compat judges each; launch runs each (pdctl.topology.sweep).",
+    )

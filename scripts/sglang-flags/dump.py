@@ -45,6 +45,17 @@ def type_name(action: argparse.Action) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
+def choices(action: argparse.Action) -> list[Any] | None:
+    """The choices as a list; a set's (SGLang has a few: SAMPLING_BACKEND_CHOICES) sorted, since its order
+    changes from one interpreter to the next (argparse's own messages then list them in any order)."""
+    if action.choices is None:
+        return None
+    values = [jsonable(c) for c in action.choices]
+    if isinstance(action.choices, (set, frozenset)):
+        values.sort(key=repr)
+    return values
+
+
 def describe(action: argparse.Action) -> dict[str, Any]:
     cls = type(action).__name__
     doc: dict[str, Any] = {
@@ -52,7 +63,7 @@ def describe(action: argparse.Action) -> dict[str, Any]:
         "dest": action.dest,
         "kind": KINDS.get(cls, cls),
         "nargs": action.nargs if isinstance(action.nargs, (int, str, type(None))) else str(action.nargs),
-        "choices": [jsonable(c) for c in action.choices] if action.choices is not None else None,
+        "choices": choices(action),
         "type": type_name(action),
         "default": jsonable(action.default),
         "const": jsonable(action.const),

@@ -1,7 +1,7 @@
 """Regenerate pdctl's SGLang flag tables (pdctl/sglang/flags/sglang-X.json) from the released wheels.
 
     make sglang-env                                   # the side venv with SGLang's CPU-importable deps
-    .venv/bin/python scripts/sglang-flags/generate.py [VERSION ...]   # default: 0.5.16 ... 0.5.23
+    .venv/bin/python scripts/sglang-flags/generate.py [VERSION ...]   # default: VERSIONS (0.5.0rc2 ... 0.5.23)
 
 No GPU and no CUDA wheels: the side venv (.venv-sglang, or $PDCTL_SGLANG_PYTHON) already holds CPU torch and
 SGLang's pure-Python needs for the release it was built with. For each release this script makes an overlay
@@ -12,7 +12,8 @@ releases import
 (partial-json-parser, httpx, ...). Then it runs dump.py with PYTHONPATH=<overlay> in the side venv, so each
 release's own `ServerArgs.add_cli_args` builds the parser that is dumped. A module still missing is installed
 into the overlay by its import name and the dump retried (at most MAX_RETRIES times).
-Measured on the 2-core dev machine (shared, warm pip cache): 4 min for all eight releases.
+Measured on the 2-core dev machine (shared, warm pip cache): 4 min for the eight releases 0.5.16-0.5.23; the
+28 releases from 0.5.0rc2 took ~45 min with a cold cache (most of it pip downloads).
 """
 
 from __future__ import annotations
@@ -27,10 +28,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "pdctl" / "sglang" / "flags"
 CACHE = REPO / ".pdctl" / "sglang-flags"
-VERSIONS = ["0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"]
+# Every 0.5 release users run: each minor 0.5.0-0.5.23 (0.5.0 only exists on PyPI as release candidates: its
+# last one), and the post-releases NVIDIA's srt-slurm recipes run in their containers (0.5.5.post2, 0.5.6.post2,
+# 0.5.8.post1, 0.5.13.post1).
+VERSIONS = ["0.5.0rc2", "0.5.1", "0.5.2", "0.5.3", "0.5.4", "0.5.5", "0.5.5.post2", "0.5.6", "0.5.6.post2", "0.5.7",
+            "0.5.8", "0.5.8.post1", "0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.13.post1", "0.5.14",
+            "0.5.15", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"]
 PINNED_FROM_WHEEL = ("transformers", "tokenizers", "openai", "xgrammar")
 EXTRAS = ("partial-json-parser", "httpx<1", "httpcore<2", "distro", "jiter", "sniffio")
-MAX_RETRIES = 12
+# A missing module's import name -> what to install for it: a distribution of another name, or a version of
+# the release's time (fastapi >= 0.116 imports opentelemetry and dropped what SGLang <= 0.5.x imports).
+IMPORT_SPECS = {"opentelemetry": "opentelemetry-api", "fastapi": "fastapi==0.115.12", "starlette": "starlette==0.46.2"}
+MAX_RETRIES = 16
+COMPLETE = ".pdctl-complete"
 
 
 def side_python() -> str:
@@ -86,25 +96,45 @@ def overlay(python: str, version: str) -> Path:
     return target
 
 
-def dump(python: str, version: str) -> None:
+def dump(python: str, version: str, out: Path = OUT) -> None:
+    """VERSION's table into OUT (pdctl/sglang/flags), installing modules the import still misses."""
     target = overlay(python, version)
     env = {**os.environ, "PYTHONPATH": str(target)}
     for _ in range(MAX_RETRIES):
-        done = subprocess.run([python, str(Path(__file__).with_name("dump.py")), str(OUT)], env=env,
+        done = subprocess.run([python, str(Path(__file__).with_name("dump.py")), str(out)], env=env,
                               capture_output=True, text=True, check=False)
         if done.returncode == 0:
             print(done.stdout.strip().splitlines()[-1])
+            (target / COMPLETE).touch()  # the release's parser imports from this overlay
             return
         missing = re.findall(r"No module named '([^']+)'", done.stderr)
         if not missing:
             sys.exit(f"SGLang {version}: dump failed:\n{done.stderr[-3000:]}")
         module = missing[-1].split(".")[0]
         print(f"SGLang {version}: installing {module} into the overlay")
-        pip(python, target, module.replace("_", "-"))
+        pip(python, target, IMPORT_SPECS.get(module, module.replace("_", "-")))
     sys.exit(f"SGLang {version}: still failing after {MAX_RETRIES} installs")
 
 
-if __name__ == "__main__":
+def main(args: list[str]) -> None:
+    """generate.py [--overlays-only] [VERSION ...]: dump the tables, or only build the overlays (the
+    differential tests run each release's own parser from its overlay: `make sglang-overlays`)."""
     py = side_python()
-    for v in sys.argv[1:] or VERSIONS:
-        dump(py, v)
+    only = "--overlays-only" in args
+    versions = [a for a in args if a != "--overlays-only"] or VERSIONS
+    for v in versions:
+        if only and (CACHE / v / COMPLETE).exists():
+            print(f"SGLang {v}: overlay {CACHE / v} (built)")
+        elif only:
+            dump_env_check(py, v)
+        else:
+            dump(py, v)
+
+
+def dump_env_check(python: str, version: str) -> None:
+    """The overlay imports the release's parser (installing what it still misses, as `dump` does)."""
+    dump(python, version, out=CACHE / version / ".table")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

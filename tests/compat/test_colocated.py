@@ -80,7 +80,7 @@ def test_pd_only_restrictions_do_not_apply():
         server={"unified_memory": True, "kv_layout": "hnd"},
         colocated={"pp": 2, "nodes": ["n0"], "tp": 2},
         transfer={"backend": "mooncake", "protocol": "tcp", "ib_device": "mlx5_0", "staging_buffer": True},
-        engine={"version": "0.5.10"},
+        engine={"version": "0.5.15"},  # before the GQA fix (mooncake 0.5.16), with --enable-unified-memory
     )
     findings = evaluate(render(topo), spec)
     assert is_compatible(findings), [f for f in findings if f.is_error]

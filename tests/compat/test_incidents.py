@@ -192,6 +192,18 @@ def test_timeouts_warn_when_huge_non_positive_or_unparsable():
                                     SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT="900"))
 
 
+def test_unparsable_timeouts_as_each_release_treats_them():
+    """EnvInt/EnvFloat warn from 0.5.8; before, get_int_env_var used the default without a word and the
+    heartbeat interval's float() stopped the server (read off the wheels, pdctl.sglang.facts)."""
+    old = {"engine": {"version": "0.5.5.post2", "env": {"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "1e9"}}}
+    said = fires("disagg-timeouts", **old)
+    assert "without a word" in said and "SGLang 0.5.5.post2" in said and "not a valid integer" not in said
+    crash = {"engine": {"version": "0.5.7", "env": {"SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": "5s"}}}
+    assert "stops at startup (ValueError" in fires("disagg-timeouts", **crash)
+    new = {"engine": {"version": "0.5.8", "env": {"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "1e9"}}}
+    assert "is not a valid integer value" in fires("disagg-timeouts", **new)
+
+
 # --- 6. DP routing ------------------------------------------------------------------------------------
 LLAMA8 = {"model": {"path": "x", "preset": "llama-3.1-8b"},
           "nodes": [{"name": "h0", "host": "127.0.0.1", "gpu": "h100", "gpus": 8}],

@@ -152,10 +152,15 @@ def test_dp_attention_sets_attn_tp():
 
 
 def test_hetero_tp_swa_version_rules():
-    for version, bad in [("0.5.16", True), ("0.5.21", True), ("0.5.22rc1", True), ("0.5.22", False),
-                         ("0.5.23", False), ("0.5.23.post1", False), ("0.6.0", False)]:
+    for version, bad in [("0.5.4", True), ("0.5.8", True), ("0.5.16", True), ("0.5.21", True), ("0.5.22rc1", True),
+                         ("0.5.22", False), ("0.5.23", False), ("0.5.23.post1", False), ("0.6.0", False)]:
         topo, spec = make(engine={"version": version})
         assert (failed(topo, spec) == {"hetero-tp-swa-version"}) is bad, version
+    # SGLang's words as each release says them: no state name before 0.5.9, no refusal at all before 0.5.4
+    said = {v: finding(*make(engine={"version": v}), "hetero-tp-swa-version").message for v in ("0.5.8", "0.5.9", "0.5.3")}
+    assert "for non-MLA hybrid models yet." in said["0.5.8"] and "SGLang 0.5.8" in said["0.5.8"]
+    assert "for non-MLA SWA hybrid models yet." in said["0.5.9"]
+    assert "NOT support" not in said["0.5.3"] and "not even the refusal, which arrived in 0.5.4" in said["0.5.3"]
     topo, spec = make(engine={"version": None})
     assert failed(topo, spec) == set()
     topo, spec = make(engine={"kind": "reference", "version": "0.1"})

@@ -1,21 +1,44 @@
-"""pdctl's parser over a flag table against SGLang's own argparse parser, on random command lines.
+"""pdctl's parser over a flag table against SGLang's own argparse parser, on random command lines, for the side
+venv's release (0.5.23) and for older ones run from their overlays (tests/support/sglang_env.py::ORACLE_RELEASES).
 
 Both sides get the same argv: valid flags with valid values, aliases and unique prefixes, `--flag=value`,
 BooleanOptional `--no-` forms, bad choices, bad numbers, misspelt and removed flags. They must agree on
-accept / reject, and on every value pdctl reads."""
+accept / reject, and on every value pdctl reads. Each older release's table must also BE its parser: the
+release's own `ServerArgs.add_cli_args`, dumped in the test by the generator's code, equals the shipped table."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
 
 from pdctl.sglang.argv import PARTLY_CHECKED, parse_argv
-from pdctl.sglang.table import Flag, load_table
+from pdctl.sglang.table import Flag, FlagTable, load_table
+from pdctl.sglang.versions import TABLE_DIR
+from tests.support.sglang_env import ORACLE_RELEASES, Oracle, overlay
 
 pytestmark = pytest.mark.e2e  # starts the SGLang side interpreter
 
-TABLE = load_table("0.5.23")
+RELEASES = ("0.5.23", *ORACLE_RELEASES)
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def release_oracle(request: pytest.FixtureRequest, sglang_python: str):
+    """(release, SGLang's parser of that release): 0.5.23 is the side venv's own, older ones its overlay."""
+    version = request.param
+    where = None
+    if version != "0.5.23":
+        where = overlay(version)
+        if where is None:
+            pytest.skip(f"no overlay of SGLang {version}: run `make sglang-overlays` "
+                        f"(scripts/sglang-flags/generate.py --overlays-only {version})")
+    worker = Oracle(sglang_python, overlay=where, script="sglang_parser_oracle.py")
+    try:
+        assert worker.version == version, f"the overlay of {version} imports SGLang {worker.version}"
+        yield version, worker
+    finally:
+        worker.close()
 
 
 def value_for(rng: random.Random, flag: Flag) -> str:
@@ -30,9 +53,9 @@ def value_for(rng: random.Random, flag: Flag) -> str:
     return rng.choice(["x", "model/path", "abc"])
 
 
-def random_argv(rng: random.Random) -> list[str]:
+def random_argv(rng: random.Random, table: FlagTable) -> list[str]:
     argv: list[str] = [] if rng.random() < 0.03 else ["--model-path", "m"]  # required by SGLang
-    plain = [f for f in TABLE.flags if not f.kind.startswith(("Deprecated", "LoRA"))
+    plain = [f for f in table.flags if not f.kind.startswith(("Deprecated", "LoRA"))
              and not f.type.endswith(PARTLY_CHECKED)]
     for _ in range(rng.randint(1, 5)):
         flag = rng.choice(plain)
@@ -67,13 +90,15 @@ def same(a: object, b: object) -> bool:
     return a == b
 
 
-def test_parse_argv_agrees_with_sglangs_parser(oracle) -> None:
+def test_parse_argv_agrees_with_sglangs_parser(release_oracle) -> None:
+    version, oracle = release_oracle
+    table = load_table(version)
     rng = random.Random(11)
-    argvs = [random_argv(rng) for _ in range(3000)]
+    argvs = [random_argv(rng, table) for _ in range(3000)]
     theirs = oracle.ask("parse", argvs)
     bad = []
     for argv, got in zip(argvs, theirs):
-        mine = parse_argv(argv, TABLE)
+        mine = parse_argv(argv, table)
         if bool(mine.problems) != ("error" in got):
             bad.append(f"{argv}: pdctl {[p.message for p in mine.problems]}, SGLang {got.get('error', 'accepts')}")
             continue
@@ -84,4 +109,25 @@ def test_parse_argv_agrees_with_sglangs_parser(oracle) -> None:
                 bad.append(f"{argv}: {dest} pdctl {mine.values[dest]!r}, SGLang {got['values'].get(dest)!r}")
     rejected = sum("error" in g for g in theirs)
     assert 200 < rejected < 2800, rejected  # both kinds of command line were really tried
-    assert not bad, f"{len(bad)} disagreement(s):\n" + "\n".join(bad[:20])
+    assert not bad, f"SGLang {version}: {len(bad)} disagreement(s):\n" + "\n".join(bad[:20])
+
+
+def unordered(action: dict) -> dict:
+    """Choices compared as a set: SGLang takes a few from a Python set, whose order changes per interpreter
+    (tables dumped before dump.py sorted them keep the order of the run that made them)."""
+    if action.get("choices") is not None:
+        return {**action, "choices": sorted(action["choices"], key=repr)}
+    return action
+
+
+def test_the_shipped_table_is_the_releases_parser(release_oracle) -> None:
+    """pdctl/sglang/flags/sglang-X.json equals X's `ServerArgs.add_cli_args` dumped now (no stale or edited table)."""
+    version, oracle = release_oracle
+    [dumped] = oracle.ask("dump", [None])
+    shipped = json.loads((TABLE_DIR / f"sglang-{version}.json").read_text(encoding="utf-8"))
+    assert dumped["sglang"] == shipped["sglang"] == version
+    theirs = {tuple(a["options"]): unordered(a) for a in json.loads(json.dumps(dumped["actions"]))}
+    ours = {tuple(a["options"]): unordered(a) for a in shipped["actions"]}
+    assert sorted(theirs) == sorted(ours)
+    differ = [o for o in ours if ours[o] != theirs[o]]
+    assert not differ, f"SGLang {version}: {len(differ)} flag(s) differ from the table: {differ[:5]}"

@@ -30,7 +30,7 @@ def pdctl(*args: str, cwd: Path | None = None, pyflags: tuple[str, ...] = ()) ->
      "unknown model 'gpt-oss-999b'; models: deepseek-v3, gpt-oss-120b, gpt-oss-20b, llama-3.1-8b"),
     (["--model", "gpt-oss-120b", "--system", "a100", "--gpus", "8", *REF],
      "unknown system 'a100'; systems: b200, gb200, gb300, h100, h200"),
-    ([*GB300, "--version", "0.4.9"], "unknown SGLang version '0.4.9': pdctl has SGLang's rules for 0.5.16,"),
+    ([*GB300, "--version", "0.4.9"], "unknown SGLang version '0.4.9': pdctl has SGLang's rules for 0.5.0rc2, 0.5.1,"),
     (["--model", "gpt-oss-120b", "--system", "gb300", "--gpus", "8", "--isl", "8192", "--osl", "1024",
       "--ttft", "0", "--itl", "30"], "impossible target --ttft 0"),
     (["--model", "gpt-oss-120b", "--system", "gb300", "--gpus", "8", "--isl", "8192", "--osl", "1024",

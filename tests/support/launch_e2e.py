@@ -13,8 +13,9 @@ from pathlib import Path
 import requests
 
 
-def pdctl(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run the real CLI in a subprocess (exit codes and output as a user sees them)."""
+def pdctl(*args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the real CLI in a subprocess (exit codes and output as a user sees them); ENV: its environment
+    (default: this one)."""
     return subprocess.run(
         [sys.executable, "-m", "pdctl", *args],
         check=False,
@@ -22,6 +23,7 @@ def pdctl(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedPr
         text=True,
         timeout=timeout,
         cwd=cwd,
+        env=env,
     )
 
 

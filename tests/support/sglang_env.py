@@ -15,12 +15,26 @@ import pytest
 from tests.support.paths import REPO
 
 ENV_VAR = "PDCTL_SGLANG_PYTHON"
+# Older releases run in the same side venv with their own wheel (and its pure-Python pins) first on PYTHONPATH:
+# the overlays scripts/sglang-flags/generate.py builds (`make sglang-overlays`), here or under $OVERLAYS_VAR.
+OVERLAYS_VAR = "PDCTL_SGLANG_OVERLAYS"
+# The releases whose own parser the differential suite holds pdctl's tables against, besides the side venv's
+# 0.5.23 (the Makefile's SGLANG_ORACLE_RELEASES builds their overlays; a test checks the two lists agree): the
+# oldest table, the post-releases srt-slurm recipes run, and one from the middle.
+ORACLE_RELEASES = ("0.5.0rc2", "0.5.5.post2", "0.5.8", "0.5.8.post1", "0.5.12")
 
 
 def sglang_python() -> str | None:
     """The side environment's interpreter, or None when it is not built."""
     path = os.environ.get(ENV_VAR) or str(REPO / ".venv-sglang" / "bin" / "python")
     return path if Path(path).exists() else None
+
+
+def overlay(version: str) -> Path | None:
+    """The overlay directory of SGLang VERSION (its wheel + pins), or None when it was not built."""
+    root = Path(os.environ.get(OVERLAYS_VAR) or REPO / ".pdctl" / "sglang-flags")
+    path = root / version
+    return path if (path / ".pdctl-complete").exists() else None  # generate.py: the parser imported from it
 
 
 class Oracle:
@@ -31,12 +45,14 @@ class Oracle:
 
     BATCH = 2000
 
-    def __init__(self, python: str) -> None:
+    def __init__(self, python: str, *, overlay: Path | None = None, script: str = "sglang_oracle.py") -> None:
+        """SCRIPT (a worker in tests/support) run by PYTHON; OVERLAY first on its path (an older release)."""
         import subprocess
 
-        self.proc = subprocess.Popen([python, str(REPO / "tests" / "support" / "sglang_oracle.py")],
+        env = {**os.environ, "PYTHONPATH": str(overlay)} if overlay else None
+        self.proc = subprocess.Popen([python, "-W", "ignore", str(REPO / "tests" / "support" / script)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, cwd=REPO, start_new_session=True)
+                                     text=True, cwd=REPO, start_new_session=True, env=env)
         hello = self._line()
         self.version = hello["ready"]
         self.calls: dict[str, int] = {}

@@ -16,9 +16,7 @@ import concurrent.futures
 import hashlib
 import http.server
 import json
-import sys
 import threading
-import traceback
 from typing import Any
 
 import numpy as np
@@ -28,6 +26,7 @@ from sglang.srt.disaggregation.common.staging_buffer import compute_head_slice_p
 from sglang.srt.disaggregation.common.utils import group_concurrent_contiguous
 from sglang.srt.disaggregation.mooncake.conn import MooncakeKVManager
 from sglang.srt.disaggregation.nixl.conn import KVArgsRegisterInfo, NixlKVManager
+from sglang_parser_oracle import op_parse, serve  # the parser worker beside this file (any release)
 
 EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=1)
 
@@ -301,32 +300,6 @@ def op_pd_buffers(case: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-_PARSER: Any = None
-
-
-def op_parse(argv: list[str]) -> dict[str, Any]:
-    """SGLang's own argument parser (ServerArgs.add_cli_args) on one command line: the values, or its error."""
-    import argparse
-    import contextlib
-    import io
-
-    from sglang.srt.server_args import ServerArgs
-
-    global _PARSER
-    if _PARSER is None:
-        _PARSER = argparse.ArgumentParser(exit_on_error=False)
-        ServerArgs.add_cli_args(_PARSER)
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            ns = _PARSER.parse_args(argv)
-    except (SystemExit, argparse.ArgumentError) as exc:
-        return {"error": str(exc) if isinstance(exc, argparse.ArgumentError) else err.getvalue().strip()}
-    return {"values": {k: (v if isinstance(v, (str, int, float, bool, type(None), list)) else repr(v))
-                       for k, v in vars(ns).items()}}
-
-
-# -- field incidents: SGLang's KV-pool sizing, its environment parsing, its memory messages ---------------
 def op_kv_pool(case: dict[str, Any]) -> dict[str, Any]:
     """model_executor/pool_configurator.py on object.__new__ + the attributes it reads. Bytes per token are the
     formula of HybridSWAPoolConfigurator.__init__ / DefaultPoolConfigurator._compute_cell_size with SGLang's
@@ -402,21 +375,5 @@ OPS = {"kv_pool": op_kv_pool, "env_number": op_env_number, "memory_messages": op
        "staging_layout": op_staging_layout, "pd_buffers": op_pd_buffers}
 
 
-def main() -> None:
-    import sglang
-
-    print(json.dumps({"ready": sglang.__version__}), flush=True)
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        try:
-            request = json.loads(line)
-            fn = OPS[request["op"]]
-            out = {"results": [fn(case) for case in request["cases"]]}
-        except Exception:  # noqa: BLE001 - the suite shows SGLang's traceback
-            out = {"error": traceback.format_exc()}
-        print(json.dumps(out), flush=True)
-
-
 if __name__ == "__main__":
-    main()
+    serve(OPS)

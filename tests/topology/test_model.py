@@ -137,3 +137,14 @@ def test_import_is_light() -> None:
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_role_and_router_env_are_their_own() -> None:
+    """prefill.env / decode.env / router.env (issue 27, item 3): kept per role, engine.env not folded in here (the
+    render merges them); numbers read as text, as engine.env's."""
+    from tests.support.topo_factory import make
+
+    topo, _ = make(engine={"env": {"A": "1"}}, decode={"env": {"SGLANG_DECODE_BOOTSTRAP_TIMEOUT": 600}},
+                   router={"env": {"RUST_LOG": "info"}})
+    assert topo.decode.env == {"SGLANG_DECODE_BOOTSTRAP_TIMEOUT": "600"} and topo.prefill.env == {}
+    assert topo.router.env == {"RUST_LOG": "info"} and topo.engine.env == {"A": "1"}

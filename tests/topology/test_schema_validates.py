@@ -20,7 +20,8 @@ from tests.support.paths import REPO
 
 SCHEMA = topology_json_schema()
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
-CONFIGS = sorted((REPO / "configs").glob("*.yaml")) + sorted((REPO / "configs" / "invalid").glob("*.yaml"))
+CONFIGS = (sorted((REPO / "configs").glob("*.yaml")) + sorted((REPO / "configs" / "invalid").glob("*.yaml"))
+           + sorted((REPO / "configs" / "sweeps").glob("*.yaml")))
 DOCS = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]
 TOP_KEYS = set(SCHEMA["properties"])
 

@@ -17,6 +17,7 @@ from typing import Any
 from pdctl.bench.serve.tokenizer import write_byte_tokenizer
 from pdctl.errors import UserError
 from pdctl.launch.scoped import launched_reference
+from pdctl.runs.lock import lock_pointer
 from pdctl.runs.state import TOPOLOGY_COPY
 from pdctl.target import get_json, resolve
 from pdctl.topology import load_topology
@@ -38,7 +39,7 @@ class Side:
 
     def document(self) -> dict[str, Any]:
         return {"url": self.url, "gpus": self.gpus, "unit": self.unit, "source": self.source,
-                "topology": getattr(self.topology, "name", None)}
+                "topology": getattr(self.topology, "name", None), "lock": lock_pointer(self.run_dir)}
 
     def devices(self) -> str:
         """'8 GPUs', '3 CPU ranks', '? GPUs': what serves it, for titles."""

@@ -3,6 +3,8 @@ the same SGLang; a reference-engine node must run the pdctl that launches it).""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pdctl.preflight.context import Context, NodeCheck
 from pdctl.preflight.report import failed, passed
 
@@ -10,6 +12,8 @@ FIXES = {
     "unreachable": "check the node's host and ssh: settings (pdctl runs `ssh -o BatchMode=yes`), or that the "
                    "Slurm node is up",
     "python": "set engine.python to an interpreter that exists on every node (with the engine installed)",
+    "arch": "point engine.python (or engine.container.image) at an interpreter built for the node's "
+            "architecture; GB200/GB300 compute trays are aarch64 while login hosts are often x86_64",
     "timeout": "the node is reachable but slow to answer; retry, or raise --node-timeout",
     "probe": "run the engine python on the node by hand; its error is above",
 }
@@ -22,6 +26,7 @@ def _engine_key(ctx: Context) -> str:
 def run(ctx: Context) -> list[NodeCheck]:
     out: list[NodeCheck] = []
     for name, facts in ctx.facts.items():
+        out += _arch(name, facts)
         if not facts.ok:
             out.append((name, failed("reach", f"{facts.executor}: {facts.error}", found=facts.error_kind,
                                      fix=FIXES.get(facts.error_kind or "probe"))))
@@ -34,6 +39,22 @@ def run(ctx: Context) -> list[NodeCheck]:
     out += _packages(ctx)
     out += _same_versions(ctx)
     return out
+
+
+def _arch(name: str, facts: Any) -> list[NodeCheck]:
+    """The node's `uname -m`, and whether the interpreter the render runs there is built for it (a mismatch
+    that did not run is the `reach` failure; one that ran is emulated: binfmt/qemu, slow and not what runs)."""
+    arch = facts.arch
+    if arch is None:
+        return []
+    built = f"{facts.python} is an {arch.binary} executable" if arch.binary else f"{facts.python} is not an ELF binary"
+    if not arch.mismatch:
+        return [(name, passed("arch", f"{arch.machine} (uname -m); {built}", arch.machine))]
+    if not facts.ok:
+        return [(name, failed("arch", f"{arch.machine} (uname -m), but {built}: it cannot run there",
+                              found=arch.binary, expected=arch.machine, fix=FIXES["arch"]))]
+    return [(name, failed("arch", f"{arch.machine} (uname -m), but {built}: it ran under emulation", found=arch.binary,
+                          expected=arch.machine, severity="warning", fix=FIXES["arch"]))]
 
 
 def _packages(ctx: Context) -> list[NodeCheck]:
