@@ -56,6 +56,8 @@ def _print_result(result, out) -> None:
         out.print("candidate decode servers unknown: warm flushes nothing between its two sends", highlight=False)
     out.print(f"suite: {len(result.suite)} prompts, {result.max_new_tokens} tokens each; computed from: {result.facts}",
               highlight=False)
+    out.print(f"tolerance {result.tolerance:g}, {result.max_new_tokens} tokens: from {result.settings_from}",
+              highlight=False)
     _print_tp(result, out)
     for mode in result.modes.values():
         passed = sum(c.passed for c in mode.comparisons)
@@ -147,10 +149,12 @@ def _print_soak(soak, out) -> None:
 @click.option("--concurrent", is_flag=True, help="Send the suite (several copies) all at once; compare.")
 @click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False),
               help='JSONL of {"text": ...} or {"input_ids": [...]} (default: the edge-length suite).')
-@click.option("--max-new-tokens", type=int, default=32, show_default=True,
-              help="Tokens generated per prompt (every one scored, teacher-forced on the reference's tokens).")
-@click.option("--tolerance", type=FiniteFloatRange(min=0), default=0.05, show_default=True,
-              help="The kit's check: max |Δ logprob| per token; a comparison within it always passes.")
+@click.option("--max-new-tokens", type=int,
+              help="Tokens generated per prompt (every one scored, teacher-forced on the reference's tokens); "
+                   "default: the candidate run's eval.parity, else 32.")
+@click.option("--tolerance", type=FiniteFloatRange(min=0),
+              help="The kit's check: max |Δ logprob| per token; a comparison within it always passes; "
+                   "default: the candidate run's eval.parity, else 0.05.")
 @click.option("--control/--no-control", default=True, show_default=True,
               help="Measure the noise floor (controls: the reference itself, TP controls) for every mode.")
 @click.option("--floor-factor", "factor", type=FiniteFloatRange(min=1), default=4.0, show_default=True,

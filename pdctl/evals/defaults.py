@@ -14,7 +14,7 @@ from typing import Any
 
 from pdctl.errors import UserError
 from pdctl.evals.base import Eval
-from pdctl.runs.state import TOPOLOGY_COPY
+from pdctl.runs.state import topology_file_of_run
 from pdctl.topology import load_topology
 
 
@@ -22,26 +22,6 @@ def _from_yaml(ev: Eval, path: Path) -> dict[str, Any]:
     """The eval.<name> block of a topology file (validated by pdctl.topology: a bad file is a UserError)."""
     block = getattr(load_topology(path).eval, ev.name)
     return {k: getattr(block, k) for k in ev.defaults if getattr(block, k, None) is not None}
-
-
-def topology_file_of_run(run_dir: Path, state: dict[str, Any]) -> Path | None:
-    """The topology a run was launched from: launch's copy in the run dir (what was launched, even if the
-    original has been edited or moved since), else the path recorded in state.json; None if the run records
-    neither. A recorded topology that is gone is a UserError (see the module docstring)."""
-    copy = run_dir / TOPOLOGY_COPY
-    if copy.is_file():
-        return copy
-    recorded = state.get("topology_path")
-    if isinstance(recorded, str) and recorded:
-        if not Path(recorded).is_file():
-            raise UserError(
-                f"the topology of run {run_dir} cannot be read any more ({copy} is missing and "
-                f"{recorded} does not exist): its eval settings (floor included) would be lost",
-                detail="restore the file, or pass --topology FILE, or give --floor/--num-questions/... explicitly "
-                "and --url instead of --run-dir",
-            )
-        return Path(recorded)
-    return None
 
 
 def _recorded_block(ev: Eval, state: dict[str, Any], run_dir: Path) -> tuple[dict[str, Any], str] | None:

@@ -116,6 +116,7 @@ class ParityResult:
     soak: Any = None  # pdctl.parity.soak.SoakResult
     wall_s: float | None = None
     candidate_lock: dict[str, Any] | None = None  # the candidate run's lock.json (pdctl.runs.lock), if launched
+    settings_from: str = ""  # where tolerance and max_new_tokens came from (command line, eval.parity, built-in)
 
     @property
     def ok(self) -> bool:
@@ -135,6 +136,7 @@ class ParityResult:
             "modes": modes,
             "tolerance": self.tolerance,
             "max_new_tokens": self.max_new_tokens,
+            "settings_from": self.settings_from,
             "floor": {name: m.get("floor") for name, m in modes.items()},
             "statistic": {"name": "score", "definition": STATISTIC, "factor": self.factor},
             "margin": _finite(self.margin),

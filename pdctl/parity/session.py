@@ -8,6 +8,7 @@ reference topology — is logic that tests exercise directly.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from pdctl.parity.soak import parse_soak
 from pdctl.parity.teacher import DEFAULT_MAX_RESYNCS
 from pdctl.reference.args import NUMERICS  # the reference engine's --numerics (argparse only, no torch)
 from pdctl.runs.lock import lock_pointer
+from pdctl.runs.state import topology_file_of_run
 from pdctl.target import Target, get_json, resolve
 from pdctl.topology import load_topology
 
@@ -45,8 +47,8 @@ class ParityRequest:
     prefill_urls: tuple[str, ...] = ()
     modes: tuple[str, ...] = ("cold", "warm", "concurrent")
     prompts_file: str | None = None
-    max_new_tokens: int = 32
-    tolerance: float = 0.05
+    max_new_tokens: int | None = None  # None: the run's eval.parity (topology), else PARITY_DEFAULTS
+    tolerance: float | None = None
     control: bool = True
     copies: int = 3
     max_prompt_tokens: int | None = None
@@ -68,9 +70,9 @@ class ParityRequest:
             raise UserError("give either --candidate URL or --run-dir DIR, not both")
         if (self.reference_url is None) == (self.reference_topology is None):
             raise UserError("give exactly one of --reference URL and --reference-topology FILE")
-        if self.max_new_tokens < 1:
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise UserError("--max-new-tokens must be at least 1")
-        if not self.tolerance >= 0:
+        if self.tolerance is not None and not self.tolerance >= 0:
             raise UserError("--tolerance must be a non-negative number")
         if self.copies < 1:
             raise UserError("--copies must be at least 1")
@@ -88,6 +90,26 @@ class ParityRequest:
         for key, value in self.overrides.items():
             if value is not None and value < 1:
                 raise UserError(f"--{key.replace('_', '-')} must be a positive integer, got {value}")
+
+
+# Built-in settings when neither the command line nor the candidate run's topology (eval.parity) gives them.
+PARITY_DEFAULTS: dict[str, Any] = {"max_new_tokens": 32, "tolerance": 0.05}
+
+
+def settings(req: ParityRequest, candidate: Target) -> tuple[ParityRequest, str]:
+    """REQ with every setting the command line left out taken from the candidate run's topology (eval.parity:
+    what `pdctl launch` recorded, as `eval gsm8k` reads eval.gsm8k), else from PARITY_DEFAULTS; and where
+    they came from. Options given on the command line always win."""
+    values, source = dict(PARITY_DEFAULTS), "built-in defaults"
+    path = topology_file_of_run(candidate.run_dir, candidate.state) if candidate.run_dir is not None else None
+    if path is not None:
+        block = load_topology(path).eval.parity
+        values.update({key: getattr(block, key) for key in PARITY_DEFAULTS})
+        source = f"eval.parity of {path}"
+    given = {key: getattr(req, key) for key in PARITY_DEFAULTS if getattr(req, key) is not None}
+    if len(given) == len(PARITY_DEFAULTS):
+        source = "the command line"
+    return dataclasses.replace(req, **{**values, **given}), source
 
 
 def candidate_target(req: ParityRequest) -> Target:
@@ -192,6 +214,8 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
     say = progress or (lambda _update: None)
     say(ProgressUpdate("setup", 0, 0, detail="checking the candidate"))
     candidate = candidate_target(req)
+    req, settings_from = settings(req, candidate)
+    req.validate()
     what = "launching the reference topology" if req.reference_topology else "checking the reference"
     say(ProgressUpdate("setup", 0, 0, detail=what))
     with reference_target(req) as reference:
@@ -224,6 +248,7 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
                 raise
         result.numerics = _numerics(candidate, reference, tp_info, req.numerics)
     result.facts = facts.describe()
+    result.settings_from = settings_from
     result.candidate_workers = {"prefill": list(candidate.prefill_urls), "decode": list(candidate.flush_decode)}
     result.tp = tp_info.document()
     result.positions = analyze(result.modes, window=facts.sliding_window, factor=req.factor,

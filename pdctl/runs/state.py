@@ -190,6 +190,27 @@ def write_topology_copy(topo: Any, run_dir: Path) -> Path:
     return copy
 
 
+def topology_file_of_run(run_dir: Path, state: dict[str, Any]) -> Path | None:
+    """The topology a run was launched from: launch's copy in the run dir (what was launched, even if the
+    original has been edited or moved since), else the path recorded in state.json; None if the run records
+    neither. A recorded topology that is gone is a UserError: a silent fallback to built-in defaults would
+    lose the settings it holds (eval's floor, parity's tolerance)."""
+    copy = run_dir / TOPOLOGY_COPY
+    if copy.is_file():
+        return copy
+    recorded = state.get("topology_path")
+    if isinstance(recorded, str) and recorded:
+        if not Path(recorded).is_file():
+            raise UserError(
+                f"the topology of run {run_dir} cannot be read any more ({copy} is missing and "
+                f"{recorded} does not exist): its eval settings (floor included) would be lost",
+                detail="restore the file, or give the settings explicitly (eval: --topology FILE or --floor/"
+                "--num-questions/...; parity: --max-new-tokens/--tolerance) and a URL instead of --run-dir",
+            )
+        return Path(recorded)
+    return None
+
+
 def current_state(run_dir: Path) -> dict[str, Any]:
     """The run dir's state.json as it is now, {} if there is none or it is unreadable (for a reader that polls
     while another process writes it, or that only wants a hint from it)."""

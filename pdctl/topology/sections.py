@@ -326,7 +326,7 @@ class Gsm8kEval(Section):
 class ParityEval(Section):
     """Defaults for `pdctl parity`."""
 
-    max_new_tokens: int = Field(4, ge=1, description="Greedy tokens compared per prompt.")
+    max_new_tokens: int = Field(32, ge=1, description="Greedy tokens compared per prompt.")
     tolerance: float = Field(0.05, ge=0, description="Max |logprob delta| accepted per token.")
 
 

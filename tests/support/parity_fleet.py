@@ -66,7 +66,7 @@ class Fleet:
 
     def reseed(self, suite_seed: int) -> None:
         """Another suite (other token ids): the baselines are measured again on first use."""
-        req = ParityRequest(candidate_url=self.pd["p2d1-nixl"].router_url, reference_url=self.colocated.url,
+        req = ParityRequest(candidate_url=self.pd["p2d1-nixl"].router_url, reference_url=self.colocated.url, max_new_tokens=32,
                             max_prompt_tokens=self.max_prompt_tokens, seed=suite_seed)
         self.prompts = build_prompts(req, gather_facts(self.target("p2d1-nixl"), self.references["colocated"], req))
         self._baselines: dict[str, Baseline] = {}
