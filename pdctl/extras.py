@@ -2,8 +2,9 @@
 (`pip install pdctl`, no extras) says what to install (exit 2) instead of ending in a ModuleNotFoundError.
 
 The extras are those of pyproject.toml: `engine` (the CPU reference engine, transfer backends, bench-transfer),
-`eval` (datasets for GSM8K from the Hub, matplotlib for parity's report) and `suggest` (AIConfigurator and its
-pandas, for `pdctl suggest`).
+`eval` (datasets for GSM8K from the Hub, matplotlib for parity's report), `suggest` (AIConfigurator and its
+pandas, for `pdctl suggest`) and `kubernetes` (the Kubernetes client and kubernetes-validate, for
+`launch --executor kubernetes`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ MODULE_EXTRAS: dict[str, str] = {
     "matplotlib": "eval",
     "aiconfigurator": "suggest",
     "pandas": "suggest",
+    # `launch --executor kubernetes`: the client, and the offline validation of the manifests (kubernetes-validate
+    # and its jsonschema)
+    "kubernetes": "kubernetes",
+    "kubernetes_validate": "kubernetes",
+    "jsonschema": "kubernetes",
     # the transfer backends' libraries (pdctl.transfer.registry)
     **{module: b.extra for b in BACKENDS.values() for module in (*b.native_modules, b.name)},
 }
@@ -38,6 +44,7 @@ INSTALL_HINT = {
     "engine": "pip install 'pdctl[engine]' (install the CPU torch first: pip install torch==2.13.0), or `make install`",
     "eval": "pip install 'pdctl[eval]', or `make install`",
     "suggest": "pip install 'pdctl[suggest]' (Python >= 3.11), or `make install`",
+    "kubernetes": "pip install 'pdctl[kubernetes]', or `make install`",
 }
 
 

@@ -180,6 +180,7 @@ def _dry_run(done: Any, out: Any) -> dict[str, Any]:
     if done.beside:
         _note(f"{done.run_dir} holds a run's records (state.json): this dry run writes to "
               f"{done.plan_file.parent} and leaves them alone")
+    _profile_notes(done.deployment.topo.profile)
     doc = done.deployment.to_json()
     if done.manifests is not None:  # Kubernetes: the manifests, as the script of a Slurm job
         manifests = done.manifests.read_text(encoding="utf-8")
@@ -198,6 +199,14 @@ def _dry_run(done: Any, out: Any) -> dict[str, Any]:
     for error in done.missing:  # the plan is written; launching it from here would be refused
         _warning(f"{error.message}; {error.detail}")
     return doc
+
+
+def _profile_notes(profile: dict[str, Any] | None) -> None:
+    """What the cluster profile filled in or resolved (alias -> value), one note each (stderr: stdout keeps the
+    script or manifests runnable); the same records are in state.json and lock.json under profile.resolved."""
+    for key, record in ((profile or {}).get("resolved") or {}).items():
+        alias = f"{record['alias']} -> " if record.get("alias") else ""
+        _note(f"cluster profile {profile['path']}: {key} = {alias}{record.get('value')}")
 
 
 def _note(message: str) -> None:

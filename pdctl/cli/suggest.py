@@ -14,6 +14,7 @@ import click
 from pdctl.cli.console import console, err_console, write_json
 from pdctl.cli.options import FiniteFloatRange, json_option, writable
 from pdctl.errors import CheckFailed
+from pdctl.transfer.registry import NAMES
 
 
 def _cell(problems: list[dict[str, str]]) -> str:
@@ -77,7 +78,7 @@ def render(result: Any, out: Any, top: int) -> None:
 @click.option("--osl", type=int, required=True, help="Output length in tokens.")
 @click.option("--ttft", "ttft_ms", type=float, required=True, help="Time-to-first-token target, ms.")
 @click.option("--itl", "itl_ms", type=float, required=True, help="Inter-token latency target, ms.")
-@click.option("--backend", type=click.Choice(["nixl", "mooncake"]), help="KV transfer backend [default: the "
+@click.option("--backend", type=click.Choice(NAMES), help="KV transfer backend [default: the "
               "topology's, else nixl].")
 @click.option("--version", help="SGLang version whose rules judge the candidates [default: engine.version, else "
               "0.5.23].")

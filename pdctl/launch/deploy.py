@@ -32,6 +32,7 @@ from pdctl.launch.gate import (
 )
 from pdctl.launch.kube import MANIFESTS_FILE, checked_manifests, launch_on_kubernetes, write_manifests
 from pdctl.launch.lockfile import record_lock
+from pdctl.sglang.versions import VersionChoice
 from pdctl.launch.submit import sbatch_script, submit_topology
 from pdctl.launch.supervisor import Progress, refuse_running, supervise
 from pdctl.preflight.report import PreflightReport
@@ -133,7 +134,7 @@ def launch(topo: Topology, options: LaunchOptions, hooks: LaunchHooks | None = N
     manifests = checked_manifests(deployment) if kind == "kubernetes" else []
     gate(deployment, version, skip_compat=options.skip_compat, warn=hooks.loud, notice=hooks.notice)
     if kind == "kubernetes":
-        return _kubernetes(deployment, manifests, run_dir, options, hooks)
+        return _kubernetes(deployment, manifests, run_dir, options, hooks, version)
     if options.dry_run:
         return _dry_run(deployment, run_dir, options, hooks, job=job)
     if job:
@@ -169,7 +170,7 @@ def launch(topo: Topology, options: LaunchOptions, hooks: LaunchHooks | None = N
 
 
 def _kubernetes(deployment: Deployment, objs: list[dict[str, Any]], run_dir: Path, options: LaunchOptions,
-                hooks: LaunchHooks) -> Launched:
+                hooks: LaunchHooks, version: VersionChoice | None) -> Launched:
     """The manifests of DEPLOYMENT written (dry run) or applied and waited for. Preflight probes machines
     pdctl can run commands on; a pod's machine is the scheduler's choice, so it is not run (said)."""
     if options.dry_run:  # beside a run already in RUN_DIR, never over its records
@@ -179,6 +180,7 @@ def _kubernetes(deployment: Deployment, objs: list[dict[str, Any]], run_dir: Pat
     if options.preflight and hooks.warning:
         hooks.warning("kubernetes: preflight is not run (the scheduler chooses the machines; pdctl runs no "
                       "commands on them): the pods' readiness is the check")
+    record_lock(deployment, run_dir, version, None, preflight="not run (kubernetes: the scheduler picks the machines)")
     state = launch_on_kubernetes(deployment, objs, run_dir, timeout=options.timeout, progress=hooks.progress or _quiet,
                                  remember=options.remember)
     return Launched("running", deployment, run_dir, state=state, manifests=run_dir / MANIFESTS_FILE)

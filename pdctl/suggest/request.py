@@ -18,6 +18,8 @@ from pdctl.errors import UserError
 from pdctl.models import resolve_model_spec
 from pdctl.models.presets import PRESETS
 from pdctl.models.spec import ModelSpec
+from pdctl.transfer import registry
+from pdctl.transfer.registry import DEFAULT as DEFAULT_BACKEND
 from pdctl.sglang.versions import DEFAULT_VERSION, parse_version, release, table_versions
 from pdctl.suggest import link
 from pdctl.suggest.deployment import default_skeleton, topology_name
@@ -177,13 +179,12 @@ def resolve(req: SuggestRequest) -> Inputs:
         system, gpus = str(req.system), int(req.gpus or 0)
         spec = PRESETS[name.preset]
         version = check_version(req.version or DEFAULT_VERSION)
-        backend = req.backend or "nixl"
+        backend = req.backend or DEFAULT_BACKEND
         skeleton = default_skeleton(name=topology_name(f"{name.preset}-{system}-suggested"), system=system,
                                     gpus=gpus, gpus_per_node=SYSTEMS[system][1], model_path=name.hf,
                                     preset=name.preset, version=version, backend=backend)
         shape = KvShape(spec, req.isl)
-    if backend not in ("nixl", "mooncake"):
-        raise UserError(f"unknown transfer backend {backend!r}; backends: mooncake, nixl")
+    registry.backend(backend)  # an unknown one: UserError naming the registry's backends
     return Inputs(model=name, spec=spec, system=system, gpus=gpus, isl=req.isl, osl=req.osl, ttft_ms=float(req.ttft_ms),
                   itl_ms=float(req.itl_ms), backend=backend, version=version, link=_link(req, system),
                   skeleton=skeleton, kv_shape=shape, top=req.top, source=req.topology)

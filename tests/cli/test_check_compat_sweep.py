@@ -61,5 +61,9 @@ def test_a_cluster_profile_fills_in_the_single_topology(tmp_path: Path) -> None:
     for line in ("#SBATCH --account=llm-serving", "#SBATCH --partition=gb300", "#SBATCH --time=04:00:00",
                  "#SBATCH --comment=pdctl"):
         assert line in done.stdout
+    # what each alias resolved to is said (stderr: the script on stdout stays runnable)
+    for line in ("model.path = gpt-oss-120b -> /lustre/models/gpt-oss-120b",
+                 "engine.container.image = sglang-0.5.8 -> lmsysorg/sglang:v0.5.8-cu130"):
+        assert line in done.stderr and line not in done.stdout, done.stderr
     bad = _pdctl("launch", str(path), "--dry-run", "--cluster", str(tmp_path / "missing.yaml"))
     assert bad.returncode == 2 and "missing.yaml" in bad.stderr

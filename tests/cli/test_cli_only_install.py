@@ -83,14 +83,17 @@ def test_status_logs_down_without_a_run_are_bad_input(cli_only: Run) -> None:
         (["eval", "gsm8k", "--url", "http://127.0.0.1:{port}"], "eval"),
         (["suggest", "--model", "gpt-oss-120b", "--system", "gb300", "--gpus", "8", "--isl", "8192", "--osl",
           "1024", "--ttft", "2000", "--itl", "30"], "suggest"),
+        (["launch", str(CONFIGS_DIR / "gpt-oss-120b-p1-d4-gb300-k8s.yaml"), "--dry-run", "--run-dir", "{work}/run"],
+         "kubernetes"),
     ],
-    ids=["init-checkpoint", "serve", "bench-transfer", "eval-from-the-hub", "suggest"],
+    ids=["init-checkpoint", "serve", "bench-transfer", "eval-from-the-hub", "suggest", "kubernetes-dry-run"],
 )
 def test_commands_that_need_an_extra_say_which(cli_only: Run, tmp_path: Path, args: list[str], extra: str) -> None:
     argv = [a.format(work=tmp_path, port=free_port()) for a in args]
     text = _ok(cli_only(*argv), 2)
     assert f"needs the '{extra}' extra" in text and f"pdctl[{extra}]" in text, text
-    assert not (tmp_path / "ckpt").exists(), "a command that cannot run must not leave files behind"
+    left = [p for p in ("ckpt", "run") if (tmp_path / p).exists()]
+    assert not left, f"a command that cannot run must not leave files behind: {left}"
 
 
 def test_a_local_launch_says_what_to_install_before_starting_anything(cli_only: Run, tmp_path: Path) -> None:

@@ -51,6 +51,9 @@ def test_launch_status_logs_down(tmp_path: Path, oracle) -> None:
         assert "with --set kubernetes.labels.team=inference" in (run_dir / "topology.yaml").read_text()
         applied = list(yaml.safe_load_all((run_dir / "manifests.yaml").read_text()))
         assert all(o["metadata"]["labels"]["team"] == "inference" for o in applied)
+        lock = json.loads((run_dir / "lock.json").read_text())  # issue 27's record of what was launched
+        assert lock["preflight"].startswith("not run") and lock["executor"] == "kubernetes"
+        assert lock["topology"]["overrides"] == ["kubernetes.labels.team=inference"]
         records = (run_dir / "state.json").read_text()
         dry = run(kc, tmp_path, "launch", str(CONFIG), "--dry-run", "--run-dir", str(run_dir))
         assert dry.returncode == 0 and (run_dir / "dry-run" / "manifests.yaml").exists(), dry.stderr

@@ -43,6 +43,8 @@ def test_every_offer_of_a_backend_reads_the_registry() -> None:
     assert tuple(choices) == NAMES
     bench = cli.get_command(click.Context(cli), "bench-transfer")
     assert tuple(next(p for p in bench.params if p.name == "backend").type.choices) == NAMES
+    suggest = cli.get_command(click.Context(cli), "suggest")
+    assert tuple(next(p for p in suggest.params if p.name == "backend").type.choices) == NAMES
     assert procexit.NATIVE_TRANSFER_MODULES == NATIVE_MODULES
     for entry in BACKENDS.values():
         assert all(extras.extra_for(m) == entry.extra for m in (*entry.native_modules, entry.name))
