@@ -80,7 +80,7 @@ PLAIN_DP_PREFILL = Incident("plain-dp-prefill", f"{GH}/issues/29725", f"{GH}/pul
 DP_RANK_QUERY_SINCE = "0.5.10"
 # sglang-router with --dp-aware in PD mode (0.3.2, what pdctl renders and tests): workers are registered as
 # `http://host:port@rank` and requests are sent to that string, which HTTP parses as user info and host
-# `rank`: no request reaches a worker (tests/launch/test_router_dp_aware.py runs the real router). Dynamo's
+# `rank`: no request reaches a worker (tests/compat/test_router_dp_aware.py runs the real router). Dynamo's
 # fix of the same contract: ai-dynamo/dynamo#9080 (bootstrap_room aligned with the chosen prefill DP rank).
 ROUTER_DP_AWARE_PD = Incident("router-dp-aware-pd", "https://github.com/ai-dynamo/dynamo/pull/9080", None, None, None)
 ROUTER_TESTED = "0.3.2"
