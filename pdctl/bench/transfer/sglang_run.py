@@ -18,6 +18,7 @@ from pdctl.bench.transfer.run import available_memory, memcpy_gbps, request_byte
 from pdctl.errors import UserError
 from pdctl.preflight.parsers.mooncake_log import parse_mooncake_log
 from pdctl.preflight.parsers.ucx_proto import write_path
+from pdctl.render.transfer import transfer_env
 from pdctl.sglang_stack.launcher import StackUnavailable, find_interpreter
 from pdctl.sglang_stack.pools import request_shape
 from pdctl.sglang_stack.rehearsal import Rehearsal
@@ -74,7 +75,10 @@ def run_sglang_bench(topo: Any, *, backend: str | None, tokens: int, repeats: in
                             "PDCTL_SGLANG_PYTHON at a Python with sglang and the backend's library") from None
     if progress:
         progress(f"starting SGLang {interpreter.sglang} in {interpreter.python} (prefill and decode drivers)")
-    rehearsal = Rehearsal(interpreter, timeout=timeout)
+    # the transfer path's environment a launch gives prefill (UCX_TLS for `transfer.protocol: tcp`), the
+    # user's env over it, as preflight's transfer test on this stack does
+    env = {**transfer_env(topo, False, "prefill"), **topo.env_of("prefill")}
+    rehearsal = Rehearsal(interpreter, timeout=timeout, env=env)
     try:
         doc["sglang_version"] = rehearsal.sglang
         if device_for(topo, rehearsal) == "cuda":

@@ -70,3 +70,13 @@ def test_no_sglang_interpreter_is_bad_input(tmp_path):
     res = _run("/nonexistent/python", str(named), "--stack", "sglang", timeout=120)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "make sglang-env" in " ".join(res.stderr.split())
+
+
+def test_transfer_protocol_tcp_holds_on_sglang_stack(sglang_stack_python):
+    # configs/local-cpu.yaml says `transfer.protocol: tcp`: SGLang's senders get the UCX_TLS a launch gives
+    # prefill (issue 20 item 7 for launch and preflight), so UCX reports tcp lanes, not shared memory (cma)
+    res = _run(sglang_stack_python, str(REPO / "configs" / "local-cpu.yaml"), "--stack", "sglang", "--tokens", "128",
+               "--repeats", "1", "--json", "-")
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    assert doc["verified"] and "tcp/" in doc["transport"] and "cma" not in doc["transport"], doc["transport"]
