@@ -2,8 +2,9 @@
 reference prefill TP2 -> decode TP1 over NIXL, the real sglang-router 0.3.2) while real commands run. Each
 case asserts the message (who, node, pid), the exit code, the status rows, that results already written are
 kept, and that nothing is left behind; the deployment heals (SIGCONT, `pdctl restart`) so that one launch
-serves the module. No fixed sleeps: every wait is on a condition, with a timeout; "named within 30 s" is a
-`--deadline` handed to the command, never a timed assert.
+serves the module. No fixed sleeps: every wait is on a condition, with a timeout; no timed assert either: the
+commands get `--deadline` DEADLINE_S as a backstop (a hang named after it would fail the case), and the times
+measured (a stopped decode named in 4.2 s, issue 29's "within 30 s") are in docs/troubleshooting.md.
 
 Before this suite (issue 29's report): a stopped decode made eval run 397 s and fail 43/50 on 503s, a stopped
 prefill made parity fail after 369 s naming a URL, a killed router gave `ConnectError` x32.
@@ -122,10 +123,12 @@ def healed(dep: dict) -> None:
     wait_for(lambda: status(dep)[0] == 0 and serves(dep), timeout=180, what="the deployment to serve again",
              detail=lambda: json.dumps(status(dep)[1]["router"].get("detail")))
     results = dep["tmp"] / f"after-{time.monotonic_ns()}.jsonl"
-    done = subprocess.run(eval_cmd(dep, results, n=5), cwd=dep["tmp"], capture_output=True, text=True,
-                          timeout=DEADLINE_S + 120, check=False)
+    done = subprocess.run([*eval_cmd(dep, results, n=5), "--json", "-"], cwd=dep["tmp"], capture_output=True,
+                          text=True, timeout=DEADLINE_S + 120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(lines(results)) == 5 and not any(r.get("error") for r in lines(results))
+    # the result cites what was evaluated: the run's lock.json (issue 27)
+    assert json.loads(done.stdout)["lock"]["path"] == str((dep["run_dir"] / "lock.json").resolve())
 
 
 @pytest.mark.parametrize(("name", "who"), [("decode-0", "decode:0"), ("router", "router")])
@@ -174,18 +177,13 @@ def test_a_stopped_prefill_during_parity_is_named(dep: dict) -> None:
     """parity against the deployment itself as its reference: what matters is the prefill stopped under it."""
     prefill = record(dep, "prefill-0")
     router = record(dep, "router")["url"]
-    metrics = prefill["url"] + "/metrics"
-
-    def prompt_tokens() -> float:
-        text = requests.get(metrics, timeout=30).text
-        return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("sglang:prompt_tokens_total"))
-
-    before = prompt_tokens()
+    before = prompt_counter(prefill["url"])
     proc = subprocess.Popen([sys.executable, "-m", "pdctl", "parity", "--run-dir", str(dep["run_dir"]), "--reference",
                              router, "--cold", "--deadline", str(DEADLINE_S)], cwd=dep["tmp"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: prompt_tokens() > before or proc.poll() is not None, timeout=300, what="parity's first send")
+        wait_for(lambda: prompt_counter(prefill["url"]) > before or proc.poll() is not None, timeout=300,
+                 what="parity's first send")
         assert proc.poll() is None, proc.communicate()
         os.killpg(prefill["pgid"], signal.SIGSTOP)
         code, flat, _ = finish(proc)
@@ -194,6 +192,59 @@ def test_a_stopped_prefill_during_parity_is_named(dep: dict) -> None:
     assert code == 1, flat
     assert f"prefill:0 (prefill-0, node local, pid {prefill['pid']}) is hung" in flat, flat
     assert "parity stopped" in flat
+    healed(dep)
+
+
+def prompt_counter(url: str) -> float:
+    """A server's prompt tokens so far (its /metrics): a command is under way once it moves."""
+    text = requests.get(url + "/metrics", timeout=30).text
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("sglang:prompt_tokens_total"))
+
+
+def test_a_killed_prefill_during_parity_is_named_and_restart_brings_it_back(dep: dict) -> None:
+    prefill = record(dep, "prefill-0")
+    router = record(dep, "router")["url"]
+    before = prompt_counter(prefill["url"])
+    proc = subprocess.Popen([sys.executable, "-m", "pdctl", "parity", "--run-dir", str(dep["run_dir"]), "--reference",
+                             router, "--cold", "--deadline", str(DEADLINE_S)], cwd=dep["tmp"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: prompt_counter(prefill["url"]) > before or proc.poll() is not None, timeout=300,
+             what="parity's first send")
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(prefill["pgid"], signal.SIGKILL)
+    code, flat, _ = finish(proc)
+    assert code == 1, flat
+    assert f"prefill:0 (prefill-0, node local, pid {prefill['pid']}) exited" in flat, flat
+    assert "parity stopped" in flat and "Traceback" not in flat
+    wait_for(lambda: not live_pids(group_pids([prefill])), timeout=60,  # nothing of the killed group orphaned
+             what="the killed prefill's process group to be gone")
+    done = pdctl("restart", "prefill:0", "--run-dir", str(dep["run_dir"]), cwd=dep["tmp"], timeout=400)
+    assert done.returncode == 0, done.stderr
+    assert record(dep, "prefill-0")["pid"] != prefill["pid"]
+    healed(dep)
+
+
+def test_a_stopped_decode_during_bench_serve_is_named(dep: dict, sglang_python: str) -> None:
+    decode = record(dep, "decode-0")
+    prefill = record(dep, "prefill-0")
+    before = prompt_counter(prefill["url"])
+    out = dep["tmp"] / "bench-stopped.json"
+    proc = subprocess.Popen([sys.executable, "-m", "pdctl", "bench", "serve", "--run-dir", str(dep["run_dir"]),
+                             "--tool-python", sglang_python, "--concurrency", "2", "--isl", "16", "--osl", "32",
+                             "--num-prompts", "400", "--warmup", "1", "--work-dir", str(dep["tmp"] / "bench-stopped"),
+                             "--deadline", str(DEADLINE_S), "--json", str(out)], cwd=dep["tmp"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: prompt_counter(prefill["url"]) > before or proc.poll() is not None, timeout=300,
+                 what="bench serve's first request")
+        assert proc.poll() is None, proc.communicate()
+        os.killpg(decode["pgid"], signal.SIGSTOP)
+        code, flat, _ = finish(proc)
+    finally:
+        os.killpg(decode["pgid"], signal.SIGCONT)
+    assert code == 1, flat
+    assert f"decode:0 (decode-0, node local, pid {decode['pid']}) is hung" in flat, flat
+    assert "bench serve stopped" in flat and "Traceback" not in flat
     healed(dep)
 
 

@@ -77,6 +77,8 @@ def test_sweep_against_a_launched_colocated_control(pd_run: dict, chromium: Chro
     assert done.returncode == 0, done.stdout + done.stderr
     assert doc["ok"] is True and doc["tool"].startswith("sglang.bench_serving 0.5.23")
     assert doc["candidate"]["gpus"] == PD_GPUS and doc["control"]["gpus"] == 1
+    lock = json.loads((pd_run["run_dir"] / "lock.json").read_text())  # the result cites the launched run's lock
+    assert doc["candidate"]["lock"]["topology_sha256"] == lock["topology"]["sha256"] and lock["preflight"] == "passed"
     assert [(p["concurrency"], p["isl"], p["osl"]) for p in doc["points"]] == [
         (1, 16, 6), (1, 40, 6), (2, 16, 6), (2, 40, 6)]
     for p in doc["points"]:
