@@ -32,7 +32,6 @@ from pdctl.launch.gate import (
 )
 from pdctl.launch.kube import MANIFESTS_FILE, checked_manifests, launch_on_kubernetes, write_manifests
 from pdctl.launch.lockfile import record_lock
-from pdctl.sglang.versions import VersionChoice
 from pdctl.launch.submit import sbatch_script, submit_topology
 from pdctl.launch.supervisor import Progress, refuse_running, supervise
 from pdctl.preflight.report import PreflightReport
@@ -45,6 +44,7 @@ from pdctl.render.slurm import OWN_JOB_ENV
 from pdctl.render.spec import Deployment
 from pdctl.runs import default_run_dir
 from pdctl.runs.state import dry_run_dir, write_deployment
+from pdctl.sglang.versions import VersionChoice
 from pdctl.topology import Topology
 
 Say = Callable[[str], None]

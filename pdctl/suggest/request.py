@@ -18,8 +18,6 @@ from pdctl.errors import UserError
 from pdctl.models import resolve_model_spec
 from pdctl.models.presets import PRESETS
 from pdctl.models.spec import ModelSpec
-from pdctl.transfer import registry
-from pdctl.transfer.registry import DEFAULT as DEFAULT_BACKEND
 from pdctl.sglang.versions import DEFAULT_VERSION, parse_version, release, table_versions
 from pdctl.suggest import link
 from pdctl.suggest.deployment import default_skeleton, topology_name
@@ -27,6 +25,8 @@ from pdctl.suggest.kv import KvShape
 from pdctl.suggest.link import Link
 from pdctl.suggest.names import MODELS, SYSTEMS, ModelName, find_model
 from pdctl.topology import load_topology
+from pdctl.transfer import registry
+from pdctl.transfer.registry import DEFAULT as DEFAULT_BACKEND
 
 MIN_GPUS = 2  # one prefill and one decode GPU
 MAX_GPUS = 1024

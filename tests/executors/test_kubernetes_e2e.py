@@ -31,6 +31,28 @@ def run(kubeconfig: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=300, check=False)
 
 
+def foreign_objects(kubeconfig: Path, applied: list[dict], create: bool = True) -> list[str]:
+    """A ConfigMap and a Service pdctl did not create, in the namespace of the run's objects and with the run's
+    labels (created, or only looked up), through the official client: their names, as they exist."""
+    from kubernetes import client, config
+
+    api = client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))
+    namespace = applied[0]["metadata"]["namespace"]
+    meta = client.V1ObjectMeta(name="not-pdctls", namespace=namespace, labels=applied[0]["metadata"]["labels"])
+    if create:
+        api.create_namespaced_config_map(namespace, client.V1ConfigMap(api_version="v1", kind="ConfigMap",
+                                                                       metadata=meta, data={"owner": "someone"}))
+        api.create_namespaced_service(namespace, client.V1Service(
+            api_version="v1", kind="Service", metadata=meta,
+            spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=80)])))
+    def names(listed) -> list[str]:  # raw JSON: the emulator's own objects are not all the client's models
+        return [o["metadata"]["name"] for o in json.loads(listed.data)["items"]]
+
+    return ([f"ConfigMap/{n}" for n in names(api.list_namespaced_config_map(namespace, _preload_content=False))]
+            + [f"Service/{n}" for n in names(api.list_namespaced_service(namespace, _preload_content=False))
+               if n == "not-pdctls"])
+
+
 def topology(tmp: Path, **kube: object) -> Path:
     doc = yaml.safe_load(CONFIG.read_text())
     doc["kubernetes"].update(kube)
@@ -76,8 +98,11 @@ def test_launch_status_logs_down(tmp_path: Path, oracle) -> None:
         parsed = oracle.ask("parse", [shlex.split(command)[3:]])[0]  # SGLang's own parser on the pod's command
         assert "error" not in parsed, parsed
         assert parsed["values"]["tp_size"] == 4 and parsed["values"]["disaggregation_mode"] == "decode"
+        foreign = foreign_objects(kc, applied)  # in the run's namespace, labelled like the run: not the run's
+        assert foreign == ["ConfigMap/not-pdctls", "Service/not-pdctls"], foreign
         down = run(kc, tmp_path, "down")
         assert down.returncode == 0 and "deleted" in down.stdout, down.stderr
+        assert foreign_objects(kc, applied, create=False) == foreign  # down deleted what it created, nothing else
         after = run(kc, tmp_path, "status", "--json", "-")
         assert not any(p.get("pod") and p["healthy"] for p in json.loads(after.stdout)["processes"])
 

@@ -81,10 +81,12 @@ def judged(argv: list[str]) -> dict[str, Any]:
 def test_every_pod_runs_the_judged_command(flavor: str) -> None:
     doc = multi_node()
     doc["kubernetes"]["flavor"] = flavor
+    doc["prefill"]["env"] = {"PDCTL_TEST_ROLE_ENV": "prefill-only"}  # a role's env (issue 27) is only its pods'
     deployment, objs = manifests(doc)
     pods = [p for p in pods_of(objs) if p["metadata"]["labels"].get("pdctl.dev/role") in ("prefill", "decode")]
     assert len(pods) == 1 + 2 * 2
     by_proc = {(w.role, w.replica, w.node_rank): w for w in deployment.workers}
+    carried = 0
     for pod in pods:
         labels = pod["metadata"]["labels"]
         role = labels["pdctl.dev/role"]
@@ -103,6 +105,13 @@ def test_every_pod_runs_the_judged_command(flavor: str) -> None:
             assert flags["--nnodes"] == "2" and flags["--node-rank"] == index
         gpus = pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
         assert gpus == ("1" if role == "prefill" else "4")
+        # the rendered environment (transfer path, engine.env, the role's env) reaches the pod, except what a pod
+        # learns from Kubernetes itself (its IP) or has no use for (GPU ids: the device plugin assigns them)
+        rendered = {k: v for k, v in proc.env.items() if k not in ("SGLANG_HOST_IP", "CUDA_VISIBLE_DEVICES")}
+        assert {k: env.get(k) for k in rendered} == rendered, (name, env)
+        assert ("PDCTL_TEST_ROLE_ENV" in env) == (role == "prefill")
+        carried += len(rendered)
+    assert carried  # e.g. UCX's path tables on prefill
 
 
 @pytest.mark.parametrize("flavor", ["lws", "rbg"])
