@@ -48,7 +48,7 @@ def test_local_cpu_config() -> None:
     assert topo.prefill.page_size == topo.decode.page_size == 16
     assert (topo.prefill.tp, topo.decode.tp) == (2, 1)
     assert topo.eval.gsm8k.num_questions == 20 and topo.eval.gsm8k.max_new_tokens == 64
-    assert topo.eval.gsm8k.parallel == 16 and topo.eval.parity.max_new_tokens == 4
+    assert topo.eval.gsm8k.parallel == 16 and topo.eval.parity.max_new_tokens == 32
     ports = {topo.prefill.port, topo.decode.port, topo.transfer.bootstrap_port, topo.router.port}
     assert ports.isdisjoint({30000, 30100, 8998, 8000})
     prefill, decode = place(topo)
