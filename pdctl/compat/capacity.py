@@ -175,6 +175,8 @@ def kv_capacity_context(ctx: Context) -> Outcome:
     if short:
         words = "; ".join(f"{e.role}: {messages.kv_below_context(e.tokens or 0, e.context_length or 0)}"
                           for e in short)
+        if ctx.sglang and not ctx.since(incidents.KV_BELOW_CONTEXT_WARNING_SINCE):
+            words += f" ({ctx.version_words} starts without this warning: it first ships in 0.5.23.)"
         return fired(f"{words} In PD a prompt the prefill refuses still reaches decode as a one-token transfer and "
                      f"decode answers from KV it never received ({incidents.ABORTED_PREFILL_GARBAGE.report}, "
                      f"{incidents.ABORTED_PREFILL_GARBAGE.releases})")

@@ -92,3 +92,4 @@ KV_NO_ROOM = Incident("kv-no-room", f"{GH}/issues/7691", None, None, None)
 # (MemoryPoolConfig) in every release. The startup warning "KV pool holds N tokens, fewer than
 # --context-length" (tp_worker.get_worker_info) first ships in 0.5.23.
 KV_NO_ROOM_MESSAGE_SINCE = "0.5.14"
+KV_BELOW_CONTEXT_WARNING_SINCE = "0.5.23"

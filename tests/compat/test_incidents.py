@@ -130,6 +130,9 @@ def test_mem_fraction_static_decides_and_is_read_from_the_command():
     fires("kv-capacity", server={"mem_fraction_static": 0.15}, **llama)  # 12 GiB static < 15 GiB of weights
     message = fires("kv-capacity-context", server={"mem_fraction_static": 0.3}, **llama)
     assert "fewer than --context-length 131072" in message and incidents.ABORTED_PREFILL_GARBAGE.report in message
+    assert "starts without this warning" not in message  # 0.5.23 prints it at startup
+    older = fires("kv-capacity-context", engine={"version": "0.5.22"}, server={"mem_fraction_static": 0.3}, **llama)
+    assert "SGLang 0.5.22 starts without this warning" in older  # the same shortfall, said as silent there
     passes("kv-capacity-context", server={"mem_fraction_static": 0.8}, **llama)
     passes("kv-capacity-context", server={"mem_fraction_static": 0.3, "context_length": 32768}, **llama)
     # args: override of the same flag is what SGLang runs (and args-override says so)
