@@ -173,44 +173,51 @@ def test_a_new_eval_against_a_stopped_prefill_is_refused_up_front(dep: dict) -> 
     healed(dep)
 
 
-def test_a_stopped_prefill_during_parity_is_named(dep: dict) -> None:
-    """parity against the deployment itself as its reference: what matters is the prefill stopped under it."""
-    prefill = record(dep, "prefill-0")
-    router = record(dep, "router")["url"]
-    before = prompt_counter(prefill["url"])
-    proc = subprocess.Popen([sys.executable, "-m", "pdctl", "parity", "--run-dir", str(dep["run_dir"]), "--reference",
-                             router, "--cold", "--deadline", str(DEADLINE_S)], cwd=dep["tmp"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(lambda: prompt_counter(prefill["url"]) > before or proc.poll() is not None, timeout=300,
-                 what="parity's first send")
-        assert proc.poll() is None, proc.communicate()
-        os.killpg(prefill["pgid"], signal.SIGSTOP)
-        code, flat, _ = finish(proc)
-    finally:
-        os.killpg(prefill["pgid"], signal.SIGCONT)
-    assert code == 1, flat
-    assert f"prefill:0 (prefill-0, node local, pid {prefill['pid']}) is hung" in flat, flat
-    assert "parity stopped" in flat
-    healed(dep)
-
-
 def prompt_counter(url: str) -> float:
     """A server's prompt tokens so far (its /metrics): a command is under way once it moves."""
     text = requests.get(url + "/metrics", timeout=30).text
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("sglang:prompt_tokens_total"))
 
 
+def sending(dep: dict, args: list[str], what: str) -> subprocess.Popen:
+    """`pdctl ARGS` started, once its first request has reached the prefill server (its prompt tokens moved)."""
+    url = record(dep, "prefill-0")["url"]
+    before = prompt_counter(url)
+    proc = subprocess.Popen([sys.executable, "-m", "pdctl", *args], cwd=dep["tmp"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: prompt_counter(url) > before or proc.poll() is not None, timeout=300, what=what)
+    assert proc.poll() is None, proc.communicate()
+    return proc
+
+
+def parity_against_itself(dep: dict) -> list[str]:
+    """parity of the deployment against its own router: what matters is the fault under it."""
+    return ["parity", "--run-dir", str(dep["run_dir"]), "--reference", record(dep, "router")["url"], "--cold",
+            "--deadline", str(DEADLINE_S)]
+
+
+def named_hung(proc: subprocess.Popen, stopped: dict, who: str) -> str:
+    """Stop STOPPED's process group under the running PROC: PROC ends with exit 1 naming it hung (WHO: its
+    role:replica); the group is continued again either way. PROC's output, flattened."""
+    try:
+        os.killpg(stopped["pgid"], signal.SIGSTOP)
+        code, flat, _ = finish(proc)
+    finally:
+        os.killpg(stopped["pgid"], signal.SIGCONT)
+    assert code == 1, flat
+    assert f"{who} ({stopped['name']}, node local, pid {stopped['pid']}) is hung" in flat, flat
+    return flat
+
+
+def test_a_stopped_prefill_during_parity_is_named(dep: dict) -> None:
+    proc = sending(dep, parity_against_itself(dep), "parity's first send")
+    assert "parity stopped" in named_hung(proc, record(dep, "prefill-0"), "prefill:0")
+    healed(dep)
+
+
 def test_a_killed_prefill_during_parity_is_named_and_restart_brings_it_back(dep: dict) -> None:
     prefill = record(dep, "prefill-0")
-    router = record(dep, "router")["url"]
-    before = prompt_counter(prefill["url"])
-    proc = subprocess.Popen([sys.executable, "-m", "pdctl", "parity", "--run-dir", str(dep["run_dir"]), "--reference",
-                             router, "--cold", "--deadline", str(DEADLINE_S)], cwd=dep["tmp"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: prompt_counter(prefill["url"]) > before or proc.poll() is not None, timeout=300,
-             what="parity's first send")
-    assert proc.poll() is None, proc.communicate()
+    proc = sending(dep, parity_against_itself(dep), "parity's first send")
     os.killpg(prefill["pgid"], signal.SIGKILL)
     code, flat, _ = finish(proc)
     assert code == 1, flat
@@ -225,25 +232,11 @@ def test_a_killed_prefill_during_parity_is_named_and_restart_brings_it_back(dep:
 
 
 def test_a_stopped_decode_during_bench_serve_is_named(dep: dict, sglang_python: str) -> None:
-    decode = record(dep, "decode-0")
-    prefill = record(dep, "prefill-0")
-    before = prompt_counter(prefill["url"])
-    out = dep["tmp"] / "bench-stopped.json"
-    proc = subprocess.Popen([sys.executable, "-m", "pdctl", "bench", "serve", "--run-dir", str(dep["run_dir"]),
-                             "--tool-python", sglang_python, "--concurrency", "2", "--isl", "16", "--osl", "32",
-                             "--num-prompts", "400", "--warmup", "1", "--work-dir", str(dep["tmp"] / "bench-stopped"),
-                             "--deadline", str(DEADLINE_S), "--json", str(out)], cwd=dep["tmp"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(lambda: prompt_counter(prefill["url"]) > before or proc.poll() is not None, timeout=300,
-                 what="bench serve's first request")
-        assert proc.poll() is None, proc.communicate()
-        os.killpg(decode["pgid"], signal.SIGSTOP)
-        code, flat, _ = finish(proc)
-    finally:
-        os.killpg(decode["pgid"], signal.SIGCONT)
-    assert code == 1, flat
-    assert f"decode:0 (decode-0, node local, pid {decode['pid']}) is hung" in flat, flat
+    proc = sending(dep, ["bench", "serve", "--run-dir", str(dep["run_dir"]), "--tool-python", sglang_python,
+                         "--concurrency", "2", "--isl", "16", "--osl", "32", "--num-prompts", "400", "--warmup", "1",
+                         "--work-dir", str(dep["tmp"] / "bench-stopped"), "--deadline", str(DEADLINE_S)],
+                   "bench serve's first request")
+    flat = named_hung(proc, record(dep, "decode-0"), "decode:0")
     assert "bench serve stopped" in flat and "Traceback" not in flat
     healed(dep)
 
