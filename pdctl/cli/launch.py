@@ -142,7 +142,8 @@ def _launch_sweep(sweep: Any, options: Any, keep_going: bool, json_path: str | N
     from pdctl.launch.sweep import launch_sweep
 
     hooks = LaunchHooks(loud=_loud, warning=_warning, notice=_warning, note=_note, say=_job_line,
-                        on_preflight=lambda report: _preflight_seen(report, out))
+                        on_preflight=lambda report: _preflight_seen(report, out),
+                        preflight_progress=lambda line: _preflight_step(None, line))
     runs = launch_sweep(sweep, options, hooks, keep_going=keep_going)
     table = Table(title=f"sweep {sweep.source.name}: {len(runs)} variant(s)")
     for col in ("variant", "check-compat", "outcome", "run dir"):
@@ -220,19 +221,20 @@ def _job_line(line: str) -> None:
     err_console.print(Text("job | ", style="dim") + Text(line), highlight=False, soft_wrap=True)
 
 
-def _preflight_step(view: _ProgressView, line: str) -> None:
+def _preflight_step(view: _ProgressView | None, line: str) -> None:
     """A step of launch's preflight: a row of the live table on a terminal, a line on stderr otherwise."""
-    if err_console.is_terminal:
+    if view is not None and err_console.is_terminal:
         view.update("preflight", "waiting", line)
     else:
         err_console.print(f"preflight: {line}", highlight=False, markup=False, soft_wrap=True)
 
 
-def _preflight_seen(report: Any, out: Any, view: _ProgressView) -> None:
-    """Launch's view of its preflight: the full tables when it failed, a few lines when it passed."""
+def _preflight_seen(report: Any, out: Any, view: _ProgressView | None = None) -> None:
+    """Launch's view of its preflight: the full tables when it failed, a few lines when it passed (and its row
+    of the live table, when there is one: a sweep's launches have none)."""
     from pdctl.cli.preflight import print_brief, print_report
 
-    if err_console.is_terminal:
+    if view is not None and err_console.is_terminal:
         view.update("preflight", "healthy" if report.ok else "failed", f"{report.wall_s:.1f}s")
     if report.ok:
         print_brief(report, err_console)

@@ -21,6 +21,7 @@ import yaml
 
 from pdctl import __version__
 from pdctl.jsonfiles import read_json_object
+from pdctl.runs.state import write_whole
 
 if TYPE_CHECKING:
     from pdctl.render.spec import Deployment
@@ -73,11 +74,10 @@ def build_lock(deployment: Deployment, *, sglang: dict[str, Any] | None, nodes: 
 
 
 def write_lock(run_dir: Path, doc: dict[str, Any]) -> Path:
+    """RUN_DIR/lock.json, all or nothing (a full filesystem: a UserError naming the file, nothing half-written)."""
     path = Path(run_dir) / LOCK_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_whole(path, json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
     return path
 
 

@@ -171,8 +171,9 @@ def test_a_run_dir_on_a_full_filesystem_is_a_clear_error_and_nothing_is_half_wri
                      "--detach", cwd=tmp_path)
         flat = " ".join(done.stderr.split())
         assert done.returncode == 2, flat
-        assert f"cannot write {run_dir / 'plan.json'}: No space left on device" in flat, flat
+        # the first record a launch writes is its lock.json (issue 27), then plan.json and state.json
+        assert f"cannot write {run_dir / 'lock.json'}: No space left on device" in flat, flat
         assert "Traceback" not in done.stderr
-        assert sorted(p.name for p in run_dir.iterdir()) == []  # no plan.json, no .tmp, no state.json
+        assert sorted(p.name for p in run_dir.iterdir()) == []  # no lock/plan/state.json, no .tmp
     finally:
         subprocess.run(["umount", str(mount)], check=True)
