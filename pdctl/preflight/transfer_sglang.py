@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pdctl.executors import node_executor
 from pdctl.preflight.report import TransferResult
-from pdctl.preflight.transfer import bytes_path, expected_gbps
+from pdctl.preflight.transfer import agent_env, bytes_path, expected_gbps
 from pdctl.sglang_stack.launcher import probe
 from pdctl.sglang_stack.rehearsal import Rehearsal
 from pdctl.sglang_stack.sides import device_for, side_specs
@@ -78,7 +78,7 @@ def run_pair_sglang(ctx: Context, deployment: Deployment, source: str, target: s
     base = TransferResult(source, target, topo.transfer.backend, "unknown", None, 0.0, 0.0, False,
                           details={"stack": "sglang", "why": choice.why})
     pre, dec = side_specs(topo, tokens=tokens, prefill_host=src.address, decode_host=dst.address, timeout=TIMEOUT_S)
-    env = {**deployment.transfer_env.get("prefill", {}), **topo.engine.env}
+    env = agent_env(deployment, source)  # the prefill node's servers' env, its role's env included (issue 27)
 
     def popen(node: Any) -> Any:
         executor = node_executor(node, kind=deployment.executor, topo=topo)

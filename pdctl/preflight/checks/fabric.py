@@ -44,6 +44,19 @@ def run(ctx: Context) -> list[NodeCheck]:
     return out
 
 
+def servers_env(ctx: Context, node: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The environment the topology gives NODE's servers (engine.env with its roles' env over it, prefill's over
+    decode's on a node with both, as in their commands) and, per variable, the section that set it."""
+    env = dict(ctx.topo.engine.env)
+    where = dict.fromkeys(env, "engine.env")
+    for role in ("decode", "prefill", "colocated"):
+        if role in ctx.roles.get(node, []):
+            own = ctx.topo.role(role).env
+            env |= own
+            where |= dict.fromkeys(own, f"{role}.env")
+    return env, where
+
+
 class FabricView:
     """One node's HCA ports, their GPU affinity, its IP interfaces and the UCX environment its servers get."""
 
@@ -54,11 +67,11 @@ class FabricView:
 
     @classmethod
     def of(cls, ctx: Context, node: str) -> FabricView:
-        env = ctx.topo.engine.env
+        env, where = servers_env(ctx, node)
         probe_env = ctx.fact(node, "ucx_env") or {}
         gpu_node = ctx.topo.node(node).gpu != "cpu"
         affine = parse_pci(ctx.fact(node, "pci") or "").affine_hcas() if gpu_node else None
-        value, source = (env["UCX_NET_DEVICES"], "engine.env") if "UCX_NET_DEVICES" in env else (
+        value, source = (env["UCX_NET_DEVICES"], where["UCX_NET_DEVICES"]) if "UCX_NET_DEVICES" in env else (
             probe_env.get("UCX_NET_DEVICES"), "the node's environment")
         return cls(parse_ib_sysfs(ctx.fact(node, "ib_sysfs") or ""), affine,
                    set(parse_ip_addr((ctx.fact(node, "ip_addr") or {}).get("out", ""))), value,

@@ -74,10 +74,12 @@ def test_probe_dump_and_parser_find_the_gpu_affine_hca(pci_text: str) -> None:
 
 
 def ctx_for(pci_text: str, env: dict[str, str] | None = None, gdr: dict[str, Any] | None = None,
-            tls: str | None = None, node_env: dict[str, Any] | None = None) -> Context:
+            tls: str | None = None, node_env: dict[str, Any] | None = None,
+            prefill_env: dict[str, str] | None = None) -> Context:
     topo, _ = make(nodes=[{"name": "p0", "host": "10.0.0.11", "gpu": "h100", "gpus": 4},
                           {"name": "d0", "host": "10.0.0.12", "gpu": "h100", "gpus": 4}],
-                   engine={"env": {**(env or {}), **({"UCX_TLS": tls} if tls else {})}})
+                   engine={"env": {**(env or {}), **({"UCX_TLS": tls} if tls else {})}},
+                   prefill={"env": prefill_env or {}})
     facts = {"ib_sysfs": IB_STATES, "pci": pci_text, "ip_addr": {"rc": 0, "out": IP_ADDR, "err": ""},
              "gdr": gdr or {"peermem": True}, "ucx_env": node_env or {"UCX_NET_DEVICES": None, "UCX_TLS": None}}
     per = {n.name: NodeFacts(n.name, "ssh", "python3", 0.1, facts) for n in topo.nodes}
@@ -116,6 +118,15 @@ def test_listed_devices_inactive_missing_stray_or_rdma_only(pci_text: str) -> No
     # the node's own environment counts when engine.env does not set it (and says where it came from)
     from_node = checks(ctx_for(pci_text, node_env={"UCX_NET_DEVICES": "mlx5_2:1", "UCX_TLS": None}))
     assert from_node["ucx.net_devices"].failed and "the node's environment" in from_node["ucx.net_devices"].message
+
+
+def test_a_roles_own_env_is_what_its_nodes_servers_get(pci_text: str) -> None:
+    # prefill.env (issue 27) sets UCX_NET_DEVICES for the prefill servers only: judged on p0, said where it is set
+    ctx = ctx_for(pci_text, {"UCX_NET_DEVICES": "mlx5_0:1,lo"}, prefill_env={"UCX_NET_DEVICES": "mlx5_0:1,mlx5_2:1"})
+    on_prefill = checks(ctx, "p0")["ucx.net_devices"]
+    assert on_prefill.failed and "UCX_NET_DEVICES (prefill.env) lists inactive port(s) mlx5_2:1" in on_prefill.message
+    on_decode = checks(ctx, "d0")["ucx.net_devices"]
+    assert on_decode.ok and on_decode.message == "UCX_NET_DEVICES=mlx5_0:1,lo (engine.env)"
 
 
 def test_gpu_memory_registration_names_the_missing_piece(pci_text: str) -> None:
