@@ -214,8 +214,7 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
     say = progress or (lambda _update: None)
     say(ProgressUpdate("setup", 0, 0, detail="checking the candidate"))
     candidate = candidate_target(req)
-    req, settings_from = settings(req, candidate)
-    req.validate()
+    req, settings_from = settings(req, candidate)  # eval.parity's values are validated by the topology's schema
     what = "launching the reference topology" if req.reference_topology else "checking the reference"
     say(ProgressUpdate("setup", 0, 0, detail=what))
     with reference_target(req) as reference:
