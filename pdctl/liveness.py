@@ -31,6 +31,7 @@ import requests
 
 from pdctl.errors import CheckFailed
 from pdctl.executors import executor_for
+from pdctl.render.kinds import process_kind
 from pdctl.runs import read_state
 from pdctl.runs.state import all_records
 
@@ -137,7 +138,7 @@ def answers(url: str, *, timeout: float = HEALTH_PROBE_S) -> bool:
 def _hung(record: dict[str, Any], clock: HealthClock, hang_after_s: float) -> tuple[float, str | None] | None:
     """(seconds unanswered, process state) when the running RECORD is hung, else None (it answers, serves no
     HTTP, or has not been silent for HANG_AFTER_S yet and is not stopped)."""
-    if not (record.get("url") and record.get("health_path")) or record.get("executor") == "kubernetes":
+    if not (record.get("url") and record.get("health_path")) or not process_kind(record).http_health:
         return None  # a pod's health is the kubelet's readiness probe (its URL is in-cluster): exit_code reads it
     asked_at = time.monotonic()
     silent = clock.unanswered_for(str(record.get("name")), answers(record["url"] + record["health_path"]), asked_at)

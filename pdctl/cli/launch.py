@@ -9,6 +9,7 @@ import click
 
 from pdctl.cli.console import console, err_console, write_json
 from pdctl.cli.options import FiniteFloatRange, json_option, read_topology, run_dir_option, set_option
+from pdctl.render.kinds import AUTO, kind_choices
 
 
 def _out(json_path: str | None):
@@ -46,7 +47,7 @@ def _out(json_path: str | None):
 )
 @click.option(
     "--executor",
-    type=click.Choice(["auto", "local", "ssh", "slurm", "kubernetes"]),
+    type=click.Choice([AUTO, *kind_choices()]),
     default="auto",
     show_default=True,
     help="auto: slurm with a slurm: section, kubernetes with a kubernetes: section, else local (ssh for nodes "
@@ -97,8 +98,8 @@ def launch(
     from pdctl.topology.variants import load_sweep
 
     out = _out(json_path)
-    kind = "local" if executor == "ssh" else executor  # one kind: each node is reached as its ssh: says
-    options = LaunchOptions(run_dir=Path(run_dir) if run_dir else None, executor=kind, dry_run=dry_run,
+    # an alias (ssh) is its kind (local: each node is reached as its ssh: says)
+    options = LaunchOptions(run_dir=Path(run_dir) if run_dir else None, executor=executor, dry_run=dry_run,
                             submit=submit, in_allocation=in_allocation, timeout=timeout, skip_compat=skip_compat,
                             preflight=not skip_preflight, detach=detach)
     profile = open_profile(cluster)

@@ -4,12 +4,16 @@ One small protocol (`Executor`, pdctl.executors.base) with one module per kind: 
 their own process groups), `ssh` (the system ssh client), `slurm` (srun: short commands on a Slurm node, and
 processes started as srun steps), `kubernetes` (containers of pods, through the Kubernetes API). Two
 registries choose them by name: PROCESS_EXECUTORS by a process's `executor` (its ProcessSpec, its state.json
-record), NODE_EXECUTORS by a deployment's executor kind (pdctl.render.kinds).
+record; pdctl.render.kinds.PROCESS_KINDS holds the same names' data), NODE_EXECUTORS by a deployment's
+executor kind (pdctl.render.kinds.KINDS): how a short command reaches one of its nodes, which nodes can be
+asked before a launch, how preflight binds its nodes, how a launch enters an allocation it was given. Shared
+code asks these; it never tests a kind's name (tests/test_kind_seams.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pdctl.errors import UserError
@@ -17,8 +21,10 @@ from pdctl.executors.base import CommandResult, Executor, Wrap, wrapped
 from pdctl.executors.kubernetes import KubernetesExecutor
 from pdctl.executors.local import LocalExecutor
 from pdctl.executors.slurm import SlurmExecutor, SrunExecutor, node_step
+from pdctl.executors.slurm_allocation import enter_allocation, slurm_nodes
 from pdctl.executors.ssh import SSHExecutor, shared_connections
 from pdctl.render.container import docker_prefix
+from pdctl.render.hosts import is_local_host
 from pdctl.render.spec import ProcessSpec
 
 if TYPE_CHECKING:
@@ -93,9 +99,47 @@ def _cluster_node(node: Node, topo: Topology | None) -> Executor:
     return KubernetesExecutor()
 
 
-# Executor kind of a deployment (pdctl.render.kinds) -> how a short command reaches one of its nodes.
-NODE_EXECUTORS: dict[str, Callable[[Node, Topology | None], Executor]] = {
-    "local": _direct, "slurm": _slurm_node, "kubernetes": _cluster_node}
+def _reached_from_here(node: Node) -> bool:
+    """A node a command reaches from here: over ssh, or this machine."""
+    return node.ssh is not None or (node.host is not None and is_local_host(node.host))
+
+
+def _assigned(node: Node) -> bool:
+    """A Slurm node srun reaches: one that names its host (a node without one exists only in a job)."""
+    return not node.allocated
+
+
+def _as_written(topo: Topology) -> Topology:
+    return topo
+
+
+@dataclass(frozen=True)
+class NodeKind:
+    """How a deployment's executor kind reaches its nodes."""
+
+    executor: Callable[[Node, Topology | None], Executor]  # a short command on one node
+    askable: Callable[[Node], bool]  # whether the version question can run there before a launch
+    bind: Callable[[Topology], Topology] = _as_written  # preflight: the nodes as this kind reaches them
+    # `--in-allocation`: (topo bound to the allocation it runs in, the state document's fields); None: no allocation
+    allocation: Callable[..., tuple[Topology, dict[str, Any]]] | None = None
+
+
+# Executor kind of a deployment (pdctl.render.kinds.KINDS) -> how it reaches its nodes.
+NODE_EXECUTORS: dict[str, NodeKind] = {
+    "local": NodeKind(_direct, _reached_from_here),
+    # Slurm nodes are bound to the allocation preflight runs in (or must name their hosts)
+    "slurm": NodeKind(_slurm_node, _assigned, bind=slurm_nodes, allocation=enter_allocation),
+    # a launch asks no pod's node (it applies objects); asked anyway, a node is reached as `local` would
+    "kubernetes": NodeKind(_cluster_node, _reached_from_here),
+}
+
+
+def node_kind(kind: str) -> NodeKind:
+    """How executor KIND reaches its nodes (UserError for a kind pdctl does not have)."""
+    found = NODE_EXECUTORS.get(kind)
+    if found is None:
+        raise UserError(f"unknown executor {kind!r}: expected one of {', '.join(NODE_EXECUTORS)}")
+    return found
 
 
 def node_executor(node: Node, *, kind: str = "local", topo: Topology | None = None) -> Executor:
@@ -103,11 +147,8 @@ def node_executor(node: Node, *, kind: str = "local", topo: Topology | None = No
     machine; slurm: an srun step on the Slurm node named by its host). With TOPO, commands run the way its
     engine runs: in engine.container (docker on local/ssh nodes, pyxis under Slurm) and after slurm.setup —
     so preflight's probes and the version question see what the servers will see."""
-    factory = NODE_EXECUTORS.get(kind)
-    if factory is None:
-        raise UserError(f"unknown executor {kind!r}: expected one of {', '.join(NODE_EXECUTORS)}")
-    return factory(node, topo)
+    return node_kind(kind).executor(node, topo)
 
 
-__all__ = ["NODE_EXECUTORS", "PROCESS_EXECUTORS", "CommandResult", "Executor", "Wrap", "executor_for", "node_executor",
-           "shared_connections", "wrapped"]
+__all__ = ["NODE_EXECUTORS", "PROCESS_EXECUTORS", "CommandResult", "Executor", "NodeKind", "Wrap", "executor_for",
+           "node_executor", "node_kind", "shared_connections", "wrapped"]

@@ -79,6 +79,16 @@ class Executor(Protocol):
         its output; TIMEOUT seconds at most (then returncode None)."""
         ...
 
+    def health(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """The record's status from the kind itself (alive, healthy, detail, and what else it knows: a pod's
+        readiness, restarts, reason), or None: pdctl probes the process's health URL itself."""
+        ...
+
+    def unreachable(self, result: CommandResult) -> bool:
+        """Whether RESULT of `run` means the node was not reached at all (ssh's own failure), rather than the
+        command failing there."""
+        ...
+
     def popen(self, argv: list[str], *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         """Start ARGV on this executor's node with its stdin/stdout (text) connected to the returned Popen
         (stderr too, as a pipe): a conversation with a process on the node, e.g. preflight's transfer peers.

@@ -238,6 +238,10 @@ class KubernetesExecutor:
         alive = not v.fatal and v.phase in ("Pending", "Running")
         return {"alive": alive, "healthy": v.ready, "detail": describe(v), **v.to_json()}
 
+    def unreachable(self, result: CommandResult) -> bool:
+        """False: run reaches no node (it refuses before anything runs)."""
+        return False
+
     def signal_group(self, record: dict[str, Any], sig: int) -> None:
         """Any signal deletes the pod: its controller starts a new one (the pod's restart)."""
         v = self.pod_view(record)

@@ -134,6 +134,14 @@ class LocalExecutor:
     def __init__(self, wrap: Wrap | None = None) -> None:
         self.wrap = wrap
 
+    def health(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """None: a process's health is its URL's answer."""
+        return None
+
+    def unreachable(self, result: CommandResult) -> bool:
+        """False: this machine is always reached (a wrapper's failure is the command's)."""
+        return False
+
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
         return run_captured(wrapped(self.wrap, argv, env, interactive=False), timeout=timeout,
                             env=None if self.wrap else env)

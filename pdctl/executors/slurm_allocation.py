@@ -15,13 +15,13 @@ import os
 import shlex
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pdctl.errors import CheckFailed, UserError
 from pdctl.executors.base import CommandResult
 from pdctl.executors.local import run_captured
 from pdctl.executors.slurm import SlurmExecutor, node_step
-from pdctl.render.slurm import in_allocation, slurm_target
+from pdctl.render.slurm import OWN_JOB_ENV, in_allocation, slurm_target
 from pdctl.topology.placement import is_loopback
 
 if TYPE_CHECKING:
@@ -188,3 +188,14 @@ def prepare_containers(topo: Topology, *, timeout: float) -> None:
                 why = "no answer within the timeout" if done.returncode is None else f"exit {done.returncode}"
                 raise CheckFailed(f"could not create the container {container.image} on node {name} ({why})",
                                   detail=(done.stderr or done.stdout).strip()[-2000:])
+
+
+def enter_allocation(topo: Topology, *, timeout: float) -> tuple[Topology, dict[str, Any]]:
+    """`pdctl launch --in-allocation`: TOPO bound to the allocation this process runs in (its containers
+    created on every node first), and the state document's fields that say so (the job, whether pdctl
+    submitted it, each node's host and address)."""
+    job_id = require_allocation()
+    topo = bind_allocation(topo)
+    prepare_containers(topo, timeout=timeout)  # one pyxis container per node, imported once
+    return topo, {"executor": "slurm", "job_id": job_id, "job_owned": os.environ.get(OWN_JOB_ENV) == "1",
+                  "nodes": {n.name: {"host": n.host, "advertise": n.address} for n in topo.nodes}}

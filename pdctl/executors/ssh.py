@@ -23,6 +23,7 @@ from pdctl.executors.local import popen_piped, run_captured
 from pdctl.render.spec import ProcessSpec
 
 SSH_TIMEOUT_S = 30
+SSH_FAILURE = 255  # ssh's own exit status: it did not reach the node (or lost it)
 # Live members of a process group, zombies excluded (exit 0 iff any).
 _GROUP_ALIVE = "ps -eo pgid=,stat= | awk -v g={pgid} '$1 == g && $2 !~ /^Z/ {{n++}} END {{exit n == 0}}'"
 # SIGTERM, wait up to the grace period, SIGKILL: all in one remote script (one ssh round trip).
@@ -126,6 +127,14 @@ class SSHExecutor:
 
     def _remote(self, argv: list[str], env: dict[str, str] | None, *, interactive: bool) -> str:
         return remote_command(wrapped(self.wrap, argv, env, interactive=interactive), None if self.wrap else env)
+
+    def health(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """None: a process's health is its URL's answer."""
+        return None
+
+    def unreachable(self, result: CommandResult) -> bool:
+        """ssh exits 255 when it fails itself (no route, refused, authentication), whatever ran there."""
+        return result.returncode == SSH_FAILURE
 
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
         """ARGV run on the node by `sh -c` (every word quoted); ssh's own failure is returncode 255."""

@@ -9,19 +9,13 @@ a Slurm topology's job submitted and followed, `--in-allocation` inside the job)
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pdctl.errors import CheckFailed, UserError
-from pdctl.executors.slurm_allocation import (
-    bind_allocation,
-    prepare_containers,
-    require_allocation,
-    slurm_nodes,
-)
+from pdctl.executors import node_kind
 from pdctl.launch.gate import (
     engine_version,
     gate,
@@ -37,10 +31,9 @@ from pdctl.launch.supervisor import Progress, refuse_running, supervise
 from pdctl.preflight.report import PreflightReport
 from pdctl.preflight.runner import DEFAULT_DEADLINE_S, DEFAULT_TOKENS, run_preflight
 from pdctl.render.deployment import render
-from pdctl.render.kinds import AUTO, executor_kind
+from pdctl.render.kinds import AUTO, HERE, JOB, KINDS, OBJECTS, allocation_kind, executor_kind, submit_refusal
 from pdctl.render.sbatch import SCRIPT_NAME
 from pdctl.render.sharedfs import job_paths, unshared
-from pdctl.render.slurm import OWN_JOB_ENV
 from pdctl.render.spec import Deployment
 from pdctl.runs import default_run_dir
 from pdctl.runs.state import dry_run_dir, write_deployment
@@ -100,40 +93,39 @@ class Launched:
 def _check_options(kind: str, options: LaunchOptions) -> None:
     if options.in_allocation and (options.dry_run or options.submit):
         raise UserError("--in-allocation starts the deployment in this allocation: it takes no --dry-run or --submit")
-    if options.submit and kind != "slurm":
-        raise UserError("--submit applies to Slurm: add a slurm: section to the topology, or --executor slurm")
+    if options.submit and not KINDS[kind].submits:
+        raise UserError(submit_refusal())
 
 
 def launch(topo: Topology, options: LaunchOptions, hooks: LaunchHooks | None = None) -> Launched:
     """Launch TOPO as OPTIONS say, telling HOOKS what happens; the topology is rendered once."""
     hooks = hooks or LaunchHooks()
-    kind = "slurm" if options.in_allocation else executor_kind(topo, options.executor)
+    kind = allocation_kind() if options.in_allocation else executor_kind(topo, options.executor)
     _check_options(kind, options)
     run_dir = Path(options.run_dir) if options.run_dir is not None else default_run_dir(topo.name)
-    job = kind == "slurm" and not options.in_allocation  # a Slurm topology launches as a job (sbatch)
+    # how it starts: from here (inside an allocation too), as a job (a Slurm topology: sbatch), as objects
+    path = HERE if options.in_allocation else KINDS[kind].launch
+    job = path == JOB
     # the processes start from here: a real launch, or the one inside a Slurm job
     starting = not options.dry_run and not job
     if starting and not options.preflight and hooks.warning:  # a submitted job says it itself
         hooks.warning("--skip-preflight: the nodes are NOT checked before launch (versions, model, ports, "
                       "transfer path)")
     state: dict[str, Any] = {}
-    if options.in_allocation:
-        job_id = require_allocation()
-        topo = bind_allocation(topo)
-        prepare_containers(topo, timeout=options.timeout)  # one pyxis container per node, imported once
-        state = {"executor": "slurm", "job_id": job_id, "job_owned": os.environ.get(OWN_JOB_ENV) == "1",
-                 "nodes": {n.name: {"host": n.host, "advertise": n.address} for n in topo.nodes}}
-    # Slurm nodes cannot be asked before the job runs (the job asks them), nor pods before they exist; a dry
+    enter = node_kind(kind).allocation
+    if options.in_allocation and enter is not None:
+        topo, state = enter(topo, timeout=options.timeout)
+    # a job's nodes cannot be asked before the job runs (the job asks them), nor pods before they exist; a dry
     # run asks what it can reach but does not fail on it
-    ask = not job and kind != "kubernetes"
+    ask = path == HERE
     topo, version = engine_version(topo, ask=ask, strict=starting, executor=kind)
     if version is not None and version.note and hooks.note:
         hooks.note(version.note)
     deployment = render(topo, executor=kind, startup_timeout_s=int(options.timeout))
     # what cannot run as pods at all is bad input (exit 2), said before the verdicts
-    manifests = checked_manifests(deployment) if kind == "kubernetes" else []
+    manifests = checked_manifests(deployment) if path == OBJECTS else []
     gate(deployment, version, skip_compat=options.skip_compat, warn=hooks.loud, notice=hooks.notice)
-    if kind == "kubernetes":
+    if path == OBJECTS:
         return _kubernetes(deployment, manifests, run_dir, options, hooks, version)
     if options.dry_run:
         return _dry_run(deployment, run_dir, options, hooks, job=job)
@@ -249,10 +241,9 @@ def check_nodes(topo: Topology, *, executor: str = AUTO, skip_transfer: bool = F
                 timeout: float = 60.0, progress: Say | None = None, transfers: str = "cover",
                 deadline: float | None = DEFAULT_DEADLINE_S) -> PreflightReport:
     """`pdctl preflight`: TOPO's nodes checked as a launch would reach them (EXECUTOR: a kind, or auto). A
-    Slurm topology is bound to the allocation this process runs in first (pdctl.executors.slurm_allocation);
+    kind binds its nodes first (a Slurm topology: to the allocation this process runs in);
     then it is rendered once and preflight reads that deployment."""
     kind = executor_kind(topo, executor)
-    if kind == "slurm":
-        topo = slurm_nodes(topo)
+    topo = node_kind(kind).bind(topo)
     return run_preflight(render(topo, executor=kind), skip_transfer=skip_transfer, tokens=tokens, timeout=timeout,
                          progress=progress, transfers=transfers, deadline=deadline)

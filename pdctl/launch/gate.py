@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from pdctl.compat import Finding, evaluate
 from pdctl.errors import CheckFailed, UserError
-from pdctl.executors import node_executor
+from pdctl.executors import node_executor, node_kind
 from pdctl.extras import missing_for_process
 from pdctl.models import resolve_model_spec
 from pdctl.preflight.report import PreflightReport
 from pdctl.preflight.runner import run_preflight
 from pdctl.render.hosts import is_local_host
+from pdctl.render.kinds import process_kind
 from pdctl.render.transfer import with_nvlink
 from pdctl.sglang.versions import VersionChoice, choose, parse_version
 
@@ -47,11 +48,9 @@ class NodeAnswer:
 
 
 def askable(topo: Topology, node: Node, *, executor: str = "local") -> bool:
-    """Nodes pdctl can run a command on: Slurm nodes through srun (EXECUTOR slurm), ssh nodes, and nodes
-    without ssh that are this machine."""
-    if executor == "slurm":
-        return not node.allocated
-    return node.ssh is not None or (node.host is not None and is_local_host(node.host))
+    """Nodes pdctl can run a command on, as EXECUTOR's kind says (pdctl.executors.NODE_EXECUTORS): Slurm nodes
+    that name their host (through srun), ssh nodes, and nodes without ssh that are this machine."""
+    return node_kind(executor).askable(node)
 
 
 def ask_node(topo: Topology, node: Node, *, executor: str = "local") -> NodeAnswer:
@@ -142,7 +141,7 @@ def skipped_compat(deployment: Deployment, version: VersionChoice | None = None)
 def require_local_nodes(deployment: Deployment) -> None:
     """Processes on nodes without `ssh:` start here: their host must be this machine (before anything starts)."""
     remote = sorted({(p.node, p.host) for p in deployment.processes()
-                     if p.executor == "local" and not is_local_host(p.host)})
+                     if process_kind(p).here and not is_local_host(p.host)})
     if remote:
         names = ", ".join(f"{n} ({h})" for n, h in remote)
         raise UserError(f"node(s) {names} have no ssh: and are not this machine: the local executor cannot start "
@@ -154,7 +153,7 @@ def missing_here(deployment: Deployment) -> list[UserError]:
     workers) but cannot: this install lacks an extra they import (a CLI-only `pip install pdctl`). One error
     per process, each naming the extra to install."""
     found = (missing_for_process(p.argv, f"{p.name} (started on this machine)")
-             for p in deployment.processes() if p.executor == "local")
+             for p in deployment.processes() if process_kind(p).here)
     return [error for error in found if error is not None]
 
 

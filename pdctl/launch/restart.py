@@ -26,6 +26,7 @@ from pdctl.executors import executor_for
 from pdctl.launch.health import router_workers, worker_health, worker_is_healthy
 from pdctl.launch.shutdown import stop_records
 from pdctl.liveness import LOG_TAIL_LINES, HealthClock, check_run
+from pdctl.render.kinds import process_kind
 from pdctl.render.spec import ProcessSpec
 from pdctl.runs import DEPLOYMENT_FILE, read_state, resolve_run_dir
 from pdctl.runs.state import new_record, public, tagged, write_state
@@ -70,9 +71,9 @@ def restart(run_dir: str | Path | None, target: str, *, timeout_s: float = 300.0
     if not specs:
         raise UserError(f"run {path} has no {role}:{replica} (its plan.json lists none)")
     old = [r for r in _records(state) if r.get("role") == role and int(r.get("replica") or 0) == replica]
-    if any(r.get("executor") == "srun" for r in old):
-        raise UserError(f"{target} runs as a Slurm step: pdctl restarts local and ssh processes only; "
-                        "`pdctl down` and launch again")
+    refusal = next((why for why in (process_kind(r).restart for r in old) if why), None)
+    if refusal is not None:
+        raise UserError(f"{target} {refusal}")
     bad = {d.name for d in check_run(path, clock=HealthClock()).dead}
     serving = [r["name"] for r in old if r["name"] not in bad]
     if serving and not force:

@@ -55,10 +55,10 @@ def _process_status(record: dict[str, Any], *, probe_health: bool = True) -> dic
     no HTTP answer at all), exited; `recovering` is set later (mark_recovering). An executor that knows its
     processes' health itself (kubernetes: the pod's readiness, restarts, reason) says it."""
     executor = executor_for(record)
-    own = getattr(executor, "health", None)
+    own = executor.health(record)
     pod: dict[str, Any] = {}
     if own is not None:
-        pod = dict(own(record))
+        pod = dict(own)
         alive, healthy, detail = pod.pop("alive"), pod.pop("healthy"), pod.pop("detail")
         condition = "healthy" if healthy else ("starting" if alive else "exited")
     else:

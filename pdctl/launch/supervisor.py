@@ -22,6 +22,7 @@ from pdctl.errors import CheckFailed, UserError
 from pdctl.executors import executor_for
 from pdctl.launch.health import router_ready, worker_health
 from pdctl.launch.shutdown import stop_records
+from pdctl.render.kinds import process_kind
 from pdctl.render.spec import Deployment, ProcessSpec
 from pdctl.runs import STATE_FILE, read_state, remember_latest
 from pdctl.runs.state import RunState, all_records, new_record, tagged, write_deployment
@@ -55,7 +56,7 @@ def precheck_ports(deployment: Deployment) -> None:
     """Fail before starting anything if a local process's port is already in use: otherwise a health
     probe could be answered by whatever holds the port, and the failure would surface late and vaguely."""
     for proc in deployment.processes():
-        if proc.executor != "local" or not proc.bind_host:
+        if not process_kind(proc).here or not proc.bind_host:
             continue
         for port in proc.ports:
             try:

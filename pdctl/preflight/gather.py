@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from pdctl.topology import Node
 
 PROBE_SOURCE = Path(probe.__file__).read_text(encoding="utf-8")
-SSH_FAILURE = 255
 
 
 @dataclass
@@ -136,7 +135,7 @@ def _why(executor: Executor, python: str, done: Any, timeout: float) -> tuple[di
     tail = (done.stderr or done.stdout).strip()[-600:]
     if done.returncode is None:
         return {}, f"no answer within {timeout:g}s", "timeout"
-    if executor.kind == "ssh" and done.returncode == SSH_FAILURE:
+    if executor.unreachable(done):
         return {}, f"ssh failed: {tail}", "unreachable"
     if done.returncode == 127 or "No such file" in tail or "not found" in tail:
         return {}, f"engine python {python!r} not found on the node ({tail})", "python"

@@ -11,6 +11,7 @@ from typing import Any
 
 from pdctl.errors import UserError
 from pdctl.jsonfiles import read_json_object
+from pdctl.render.kinds import process_kind
 
 PDCTL_HOME = Path(".pdctl")
 STATE_FILE = "state.json"
@@ -83,7 +84,7 @@ def _check_record(record: dict[str, Any], path: Path) -> None:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 1):
             raise UserError(f"{path}: {who} has {key} {value!r}, which is not a process pdctl started; "
                             "refusing to act on it")
-    if record.get("pid") is None and record.get("job_id") is None and record.get("executor") != "kubernetes":
+    if not process_kind(record).started(record):
         return  # never started: nothing will be signalled or probed
     for key, kind in _RECORD_KEYS.items():
         if not isinstance(record.get(key), kind) or isinstance(record.get(key), bool):

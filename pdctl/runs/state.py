@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from pdctl.errors import UserError
+from pdctl.render.kinds import process_kind
 from pdctl.render.spec import Deployment, ProcessSpec
 from pdctl.runs import DEPLOYMENT_FILE, STATE_FILE
 from pdctl.topology.overrides import describe_overrides
@@ -230,7 +231,7 @@ def write_state(run_dir: Path, doc: dict[str, Any]) -> None:
 def started(record: dict[str, Any]) -> bool:
     """Whether a record is of a process that was started (has a pid, belongs to a submitted job, or runs in a
     Kubernetes pod)."""
-    return record.get("pid") is not None or record.get("job_id") is not None or record.get("executor") == "kubernetes"
+    return process_kind(record).started(record)
 
 
 def all_records(state: dict[str, Any]) -> list[dict[str, Any]]:
