@@ -14,7 +14,7 @@ armed, spec "none") and mooncake (no hook).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from pdctl.parity.results import ParityResult
 from pdctl.parity.runner import Baseline, Control, ParityOptions, measure_baseline, run_parity
 from pdctl.parity.session import ParityRequest, build_prompts, candidate_target, gather_facts
 from pdctl.target import target_from_url
-from tests.support.pd import PairSpec, start_pd_pairs, start_servers
+from tests.support.pd import PairSpec, start_pd_pairs_and_servers
 
 SPLITS = {"p1d2": (1, 2), "p2d1": (2, 1)}
 HOOK_ENV = {"PDCTL_ENABLE_TEST_HOOKS": "1"}
@@ -102,8 +102,7 @@ def start_fleet(checkpoint: str | Path, log_dir: str | Path, *, seed: int = 0, m
                 backends: tuple[str, ...] = ("nixl", "mooncake"), copies: int = 2) -> Iterator[Fleet]:
     """Every server of the fleet started at once (torn down after); the Fleet once all are routable."""
     args = list(gpu_like(seed))
-    with ExitStack() as stack:
-        colocated, tp2 = stack.enter_context(start_servers(
-            checkpoint, [("colocated", 1, args), ("colocated", 2, args)], log_dir=log_dir))
-        pd = stack.enter_context(start_pd_pairs(checkpoint, fleet_pairs(seed, backends), log_dir=log_dir))
+    with start_pd_pairs_and_servers(checkpoint, fleet_pairs(seed, backends),
+                                    [("colocated", 1, args), ("colocated", 2, args)], log_dir=log_dir) as (pd, refs):
+        colocated, tp2 = refs
         yield Fleet(pd, colocated, tp2, max_prompt_tokens=max_prompt_tokens, copies=copies)

@@ -110,6 +110,45 @@ def terminate_all(procs: Sequence[subprocess.Popen], timeout: float = 10.0) -> N
 
 
 @contextmanager
+def start_routers(
+    pairs: Sequence[tuple[str, int, str]],
+    *,
+    timeout: float = 120.0,
+    log_dir: str | Path | None = None,
+) -> Iterator[list[tuple[str, subprocess.Popen, Path]]]:
+    """The real sglang-router in PD mode for each (prefill URL, bootstrap port, decode URL), all started at once
+    and then each waited on until it answers /health; yields [(url, process, log path)] in PAIRS' order. Torn
+    down together (in parallel).
+
+    The router cannot report a port it picked itself: its ports are reserved for this test process
+    (tests/support/net.py::free_port), so no other process can take them before it binds."""
+    log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="pdctl-pd-"))
+    routers: list[tuple[str, subprocess.Popen, Path]] = []
+    try:
+        for prefill_url, bootstrap_port, decode_url in pairs:
+            port, prom = free_port(), free_port()
+            log_path = log_dir / f"router-{port}.log"
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(
+                    router_command(prefill_url, bootstrap_port, decode_url, port, prom),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            routers.append((f"http://127.0.0.1:{port}", proc, log_path))
+        for url, proc, log_path in routers:
+            try:
+                wait_http_ok(f"{url}/health", timeout=timeout, proc=proc)
+            except (RuntimeError, TimeoutError) as exc:
+                raise RuntimeError(
+                    f"sglang-router did not start: {exc}\n--- router log ---\n{log_tail(log_path, 30)}"
+                ) from exc
+        yield routers
+    finally:
+        terminate_all([proc for _, proc, _ in routers])
+
+
+@contextmanager
 def start_router(
     prefill_url: str,
     bootstrap_port: int,
@@ -118,28 +157,9 @@ def start_router(
     timeout: float = 120.0,
     log_dir: str | Path | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen, Path]]:
-    """The real sglang-router in PD mode for one prefill/decode pair; yields (url, process, log path).
-
-    The router cannot report a port it picked itself: its ports are reserved for this test process
-    (tests/support/net.py::free_port), so no other process can take them before it binds."""
-    log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="pdctl-pd-"))
-    port, prom = free_port(), free_port()
-    log_path = log_dir / f"router-{port}.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            router_command(prefill_url, bootstrap_port, decode_url, port, prom),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        try:
-            wait_http_ok(f"http://127.0.0.1:{port}/health", timeout=timeout, proc=proc)
-        except (RuntimeError, TimeoutError) as exc:
-            raise RuntimeError(f"sglang-router did not start: {exc}\n--- router log ---\n{log_tail(log_path, 30)}") from exc
-        yield f"http://127.0.0.1:{port}", proc, log_path
-    finally:
-        kill_group(proc)
+    """The real sglang-router in PD mode for one prefill/decode pair; yields (url, process, log path)."""
+    with start_routers([(prefill_url, bootstrap_port, decode_url)], timeout=timeout, log_dir=log_dir) as routers:
+        yield routers[0]
 
 
 def pd_args(backend: str, page_size: int) -> list[str]:
@@ -225,14 +245,12 @@ def start_shared_prefill(
         servers = stack.enter_context(start_servers(checkpoint, specs, timeout=timeout, log_dir=log_dir))
         boot = int(servers[0].bootstrap_port)
         out: dict[str, str] = {"boot": str(boot), "prefill": servers[0].url}
+        routers = stack.enter_context(start_routers(  # all at once; they stop in parallel, first at teardown
+            [(servers[0].url, boot, srv.url) for srv in servers[1:]], timeout=timeout, log_dir=log_dir))
         procs = []
-        for name, srv in zip(decodes, servers[1:]):
-            url, proc, _ = stack.enter_context(
-                start_router(servers[0].url, boot, srv.url, timeout=timeout, log_dir=log_dir)
-            )
+        for name, srv, (url, proc, _) in zip(decodes, servers[1:], routers):
             out[name], out[f"{name}:server"] = url, srv.url
             procs.append(proc)
-        stack.callback(terminate_all, procs)  # runs first at teardown: routers stop in parallel
         for name, proc in zip(decodes, procs):
             if name in routable:
                 wait_routable(out[name], timeout, proc)
@@ -260,6 +278,21 @@ def start_pd_pairs(
 ) -> Iterator[dict[str, PDDeployment]]:
     """Several PD deployments (name -> PairSpec), every server started at once, each pair behind its own real
     router; yields {name: PDDeployment} once a PD request went through each. Everything is torn down after."""
+    with start_pd_pairs_and_servers(checkpoint, pairs, timeout=timeout, log_dir=log_dir) as (deployments, _):
+        yield deployments
+
+
+@contextmanager
+def start_pd_pairs_and_servers(
+    checkpoint: str | Path,
+    pairs: dict[str, PairSpec],
+    also: Sequence[tuple] = (),
+    *,
+    timeout: float = 240.0,
+    log_dir: str | Path | None = None,
+) -> Iterator[tuple[dict[str, PDDeployment], list[RunningServer]]]:
+    """start_pd_pairs, with ALSO's servers (start_servers' specs: colocated references, controls) started in
+    the same batch, so that no start-up waits for another; yields ({name: PDDeployment}, ALSO's servers)."""
     log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="pdctl-pd-"))
     specs = []
     for spec in pairs.values():
@@ -269,20 +302,19 @@ def start_pd_pairs(
         specs += [("prefill", spec.prefill_tp, [*common, *spec.prefill_args], None, spec.sglang_python),
                   ("decode", spec.decode_tp, [*common, *spec.decode_args], spec.decode_env, spec.sglang_python)]
     with ExitStack() as stack:
-        servers = stack.enter_context(start_servers(checkpoint, specs, timeout=timeout, log_dir=log_dir))
+        servers = stack.enter_context(start_servers(checkpoint, [*specs, *also], timeout=timeout, log_dir=log_dir))
+        # every router at once; they stop in parallel, first at teardown
+        routers = stack.enter_context(start_routers(
+            [(servers[2 * i].url, int(servers[2 * i].bootstrap_port), servers[2 * i + 1].url)
+             for i in range(len(pairs))], timeout=timeout, log_dir=log_dir))
         out: dict[str, PDDeployment] = {}
-        procs = []
-        for i, name in enumerate(pairs):
+        for i, (name, (url, proc, router_log)) in enumerate(zip(pairs, routers)):
             prefill, decode = servers[2 * i], servers[2 * i + 1]
-            boot = int(prefill.bootstrap_port)
-            url, proc, router_log = stack.enter_context(
-                start_router(prefill.url, boot, decode.url, timeout=timeout, log_dir=log_dir))
-            out[name] = PDDeployment(url, prefill.url, decode.url, boot, prefill, decode, proc, router_log)
-            procs.append(proc)
-        stack.callback(terminate_all, procs)  # runs first at teardown: routers stop in parallel
+            out[name] = PDDeployment(url, prefill.url, decode.url, int(prefill.bootstrap_port), prefill, decode,
+                                     proc, router_log)
         for dep in out.values():
             try:
                 wait_routable(dep.router_url, timeout, dep.router_proc)
             except (RuntimeError, TimeoutError) as exc:
                 raise RuntimeError(f"PD deployment not ready: {exc}\n{dep.log_tails()}") from exc
-        yield out
+        yield out, servers[len(specs):]
