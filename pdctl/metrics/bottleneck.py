@@ -5,16 +5,23 @@ A sample is one look at every server and the router over an interval (`status --
 `bench serve` several per concurrency level). A rule fires only when its condition holds in every loaded sample
 of the window (at least MIN_SAMPLES): one full queue on a loaded machine is not a bottleneck. The verdicts:
 
-- kv-bound (decode / colocated): the KV pool is nearly full (>= KV_FULL of the fullest server, SGLang's
-  token_usage) AND requests wait for it (queued >= QUEUE_MIN) or were retracted to make room.
+- kv-bound (decode): requests wait at decode (queued >= QUEUE_MIN). A decode server batches continuously and
+  admits a request only when its KV pool can hold it AND the room its running requests still need (SGLang's
+  new_token_ratio reservation, the reference engine's too), so a decode queue means KV admission, even with
+  the pool's current use well below full (measured: 53% used, 2 waiting, on a 512-token pool). Also kv-bound:
+  a nearly full pool (>= KV_FULL, SGLang's token_usage of the fullest server) that retracted requests.
+  (A decode held at SGLang's --max-running-requests looks the same from its metrics; the evidence shows the
+  running count.)
+- kv-bound (colocated): the pool is nearly full (>= KV_FULL) AND requests wait or were retracted; a colocated
+  queue with KV room is colocated-bound (below).
 - transfer-bound (PD): the KV transfer takes a large share of the time to first token: the prefill's KV
   transfer latency p50 >= TRANSFER_SHARE of decode's TTFT p50, over at least MIN_TRANSFERS transfers.
 - queue-bound (router): the router holds requests its workers do not have (client connections open at the
   router minus requests it has in flight to the workers >= QUEUE_MIN) while the workers have room (no queue of
   their own, KV below KV_FULL): a limit in front of them (sglang-router's --max-concurrent-requests).
-- prefill-bound / decode-bound / colocated-bound: requests queue at that role (>= QUEUE_MIN) while its KV pool
-  has room: it cannot take work faster (compute or its batch limit); GPU activity is added as evidence where the
-  node reports it.
+- prefill-bound / colocated-bound: requests queue at that role (>= QUEUE_MIN) while its KV pool has room: it
+  cannot take prompts faster (prefill compute, its chunked-prefill budget); GPU activity is added as evidence
+  where the node reports it.
 
 Mistakes this avoids (a diagnostics package run against a pdctl deployment made each): no prefill/decode load
 ratio (decode holds every request for its whole generation, so a healthy PD deployment always has more running
@@ -126,15 +133,19 @@ Check = Callable[[Sample], "Finding | None"]
 
 
 def _kv_bound(s: Sample) -> Finding | None:
-    for role in ("decode", "colocated", "unified"):
+    for role in ("decode", "colocated"):
         r = s.roles.get(role)
-        if r is None or r.kv_usage is None or r.kv_usage < KV_FULL:
+        if r is None:
             continue
         waiting = (r.queued or 0) >= QUEUE_MIN
-        if waiting or (r.retracted or 0) > 0:
+        full = r.kv_usage is not None and r.kv_usage >= KV_FULL
+        if (full and (waiting or (r.retracted or 0) > 0)) or (role == "decode" and waiting):
+            use = "unknown" if r.kv_usage is None else f"{100 * r.kv_usage:.0f}% used"
+            why = "nearly full" if full else "admission reserves room for the running requests' remaining tokens"
             return Finding("kv-bound", role, [
-                f"{role} KV pool {100 * r.kv_usage:.0f}% used (>= {100 * KV_FULL:.0f}%)",
-                f"{r.queued or 0} request(s) waiting, {r.retracted or 0} retracted in the interval"])
+                f"{role} KV pool {use} ({why})",
+                (f"{r.queued or 0} request(s) waiting for KV room, {r.running or 0} running, "
+                f"{r.retracted or 0} retracted in the interval")])
     return None
 
 
@@ -165,6 +176,8 @@ def _queue_bound(s: Sample) -> Finding | None:
 
 def _role_bound(s: Sample) -> Finding | None:
     for role, r in s.roles.items():
+        if role == "decode":
+            continue  # a decode queue is KV admission (_kv_bound)
         if (r.queued or 0) >= QUEUE_MIN and (r.kv_usage is None or r.kv_usage < KV_FULL):
             evidence = [f"{role}: {r.queued} request(s) queued, {r.running or 0} running, KV "
                         + ("unknown" if r.kv_usage is None else f"{100 * r.kv_usage:.0f}% used") + " (room left)"]

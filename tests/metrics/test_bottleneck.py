@@ -48,8 +48,12 @@ def test_too_few_samples_is_not_enough_data() -> None:
 def test_kv_bound_needs_a_full_pool_and_waiting_requests() -> None:
     full = _sample(_fig(running=1, rps=2.0), _fig(running=3, queued=5, rps=2.0, kv=0.97, ttft=900.0))
     v = judge([full] * 2)
-    assert (v.verdict, v.role) == ("kv-bound", "decode") and "97% used" in v.evidence[0]
+    assert (v.verdict, v.role) == ("kv-bound", "decode") and "97% used (nearly full)" in v.evidence[0]
     assert judge([_sample(_fig(running=1, rps=2.0), _fig(running=3, kv=0.97, rps=2.0))] * 2).verdict == "none"
+    # decode admits by reserved room: a queue there with the pool half used is still KV (measured live: 53%)
+    reserved = _sample(_fig(running=1, rps=2.0), _fig(running=3, queued=2, kv=0.53, rps=2.0))
+    v = judge([reserved] * 2)
+    assert (v.verdict, v.role) == ("kv-bound", "decode") and "53% used (admission reserves" in v.evidence[0]
     retracting = _sample(_fig(running=1, rps=2.0), _fig(running=3, kv=0.95, rps=2.0, retracted=2))
     assert judge([retracting] * 2).verdict == "kv-bound"
 
@@ -73,7 +77,7 @@ def test_queue_bound_at_the_router_only_when_workers_have_room() -> None:
     assert (v.verdict, v.role) == ("queue-bound", "router") and "5 held at the router" in v.evidence[0]
     busy = _sample(_fig(running=1, rps=1.0), _fig(running=1, queued=4, kv=0.2, rps=1.0),
                    {"connections": 6, "running": 5})
-    assert judge([busy] * 2).verdict == "decode-bound"  # the workers' own queue: not the router's
+    assert judge([busy] * 2).verdict == "kv-bound"  # the workers' own queue: not the router's
 
 
 def test_a_role_that_queues_with_kv_room_is_bound_by_itself() -> None:
