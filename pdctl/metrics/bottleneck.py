@@ -16,9 +16,10 @@ of the window (at least MIN_SAMPLES): one full queue on a loaded machine is not 
   queue with KV room is colocated-bound (below).
 - transfer-bound (PD): the KV transfer takes a large share of the time to first token: the prefill's KV
   transfer latency p50 >= TRANSFER_SHARE of decode's TTFT p50, over at least MIN_TRANSFERS transfers.
-- queue-bound (router): the router holds requests its workers do not have (client connections open at the
-  router minus requests it has in flight to the workers >= QUEUE_MIN) while the workers have room (no queue of
-  their own, KV below KV_FULL): a limit in front of them (sglang-router's --max-concurrent-requests).
+- queue-bound (router): the router's limiter turned requests away in the interval (sglang-router's
+  smg_http_rate_limit_total, results other than `allowed`: its --max-concurrent-requests; sglang-router 0.3.2
+  answers them 408 after about half a second rather than queueing, measured) while the workers have room (no
+  queue of their own, KV below KV_FULL): the limit in front of them binds, not the workers.
 - prefill-bound / colocated-bound: requests queue at that role (>= QUEUE_MIN) while its KV pool has room: it
   cannot take prompts faster (prefill compute, its chunked-prefill budget); GPU activity is added as evidence
   where the node reports it.
@@ -72,12 +73,12 @@ class Sample:
     """One look at the run: its roles, and the router (connections open, requests in flight to workers)."""
 
     roles: dict[str, RoleSample]
-    router_connections: int | None = None
+    router_refused: int | None = None
     router_in_flight: int | None = None
 
     @property
     def loaded(self) -> bool:
-        return any(r.loaded for r in self.roles.values()) or bool(self.router_connections)
+        return any(r.loaded for r in self.roles.values()) or bool(self.router_refused)
 
 
 def _sum(values: list[Any]) -> Any:
@@ -119,7 +120,7 @@ def sample_of(processes: list[dict[str, Any]], router: dict[str, Any] | None,
                 nodes.setdefault(p["role"], []).append(gpu_util[p["node"]])
     roles = {role: role_sample(role, figs, _max(nodes.get(role, []))) for role, figs in by_role.items()}
     fig = (router or {}).get("metrics") or {}
-    return Sample(roles, fig.get("connections"), fig.get("running"))
+    return Sample(roles, fig.get("refused"), fig.get("running"))
 
 
 @dataclass(frozen=True)
@@ -162,15 +163,14 @@ def _transfer_bound(s: Sample) -> Finding | None:
 
 
 def _queue_bound(s: Sample) -> Finding | None:
-    if s.router_connections is None or s.router_in_flight is None:
+    if not s.router_refused:
         return None
-    held = s.router_connections - s.router_in_flight
     room = all((r.queued or 0) < QUEUE_MIN and (r.kv_usage or 0) < KV_FULL for r in s.roles.values())
-    if held >= QUEUE_MIN and room:
+    if room:
         return Finding("queue-bound", "router", [
-            (f"router: {s.router_connections} client connections open, {s.router_in_flight} in flight to workers "
-            f"({held} held at the router)"), ("workers have room: no queue of their own, KV below "
-            f"{100 * KV_FULL:.0f}%")])
+            (f"router: its limiter turned {s.router_refused} request(s) away in the interval, "
+            f"{s.router_in_flight if s.router_in_flight is not None else '?'} in flight to the workers"),
+            f"workers have room: no queue of their own, KV below {100 * KV_FULL:.0f}%"])
     return None
 
 
@@ -187,9 +187,13 @@ def _role_bound(s: Sample) -> Finding | None:
     return None
 
 
-# Rules in the order a run's verdict picks them (the first that holds names the run's bottleneck).
-RULES: list[tuple[str, Check]] = [("kv-bound", _kv_bound), ("transfer-bound", _transfer_bound),
-                                  ("queue-bound", _queue_bound), ("role-bound", _role_bound)]
+# Rules in the order a run's verdict picks them (the first that holds names the run's bottleneck), and how each
+# is judged: "gauge" rules read queue lengths and pool use, momentary values that must persist (every loaded
+# sample, or SHARE of them); "window" rules read counters and histograms (refusals, transfer and TTFT
+# percentiles), which a short interval may not observe at all: judged once over the whole window when the
+# caller has it (bench serve's level), else in any loaded sample (status --watch's refreshes).
+RULES: list[tuple[str, Check, str]] = [("kv-bound", _kv_bound, "gauge"), ("transfer-bound", _transfer_bound, "window"),
+                                       ("queue-bound", _queue_bound, "window"), ("role-bound", _role_bound, "gauge")]
 
 
 @dataclass
@@ -208,10 +212,12 @@ class Verdict:
                 "samples": self.samples}
 
 
-def judge(samples: list[Sample], *, min_samples: int = MIN_SAMPLES, share: float = 1.0) -> Verdict:
-    """The verdict over SAMPLES (oldest first): a rule fires when it holds in at least SHARE of the loaded samples
-    (every one by default: `status --watch`; bench serve's level, whose ramp-up and drain are in its window, asks
-    half); the evidence is that of the latest sample where it held."""
+def judge(samples: list[Sample], *, min_samples: int = MIN_SAMPLES, share: float = 1.0,
+          whole: Sample | None = None) -> Verdict:
+    """The verdict over SAMPLES (oldest first). A gauge rule fires when it holds in at least SHARE of the loaded
+    samples (every one by default: `status --watch`; bench serve's level, whose ramp-up and drain are in its
+    window, asks half); a window rule when it holds over WHOLE (one sample spanning the window), else in any
+    loaded sample. The evidence is that of the latest sample where it held."""
     loaded = [s for s in samples if s.loaded]
     if len(samples) < min_samples:
         return Verdict("not enough data", evidence=[f"{len(samples)} sample(s) of {min_samples} needed"],
@@ -223,17 +229,22 @@ def judge(samples: list[Sample], *, min_samples: int = MIN_SAMPLES, share: float
                        samples=len(samples))
     roles: dict[str, dict[str, Any]] = {}
     found: Verdict | None = None
-    for _name, check in RULES:
-        results = [check(s) for s in loaded]
-        held = [r for r in results if r is not None]
-        if held and len(held) >= share * len(results):
+    for _name, check, kind in RULES:
+        if kind == "window" and whole is not None:
+            held = [r for r in [check(whole)] if r is not None]
+        else:
+            results = [check(s) for s in loaded]
+            held = [r for r in results if r is not None]
+            if kind == "gauge" and len(held) < share * len(results):
+                held = []
+        if held:
             last = held[-1]
             roles.setdefault(last.role, {"verdict": last.verdict, "evidence": last.evidence})
             if found is None:
                 found = Verdict(last.verdict, last.role, list(last.evidence))
     for role in loaded[-1].roles:
         roles.setdefault(role, {"verdict": "none", "evidence": []})
-    out = found or Verdict("none", evidence=_healthy_evidence(loaded[-1]))
+    out = found or Verdict("none", evidence=_healthy_evidence(whole if whole is not None else loaded[-1]))
     out.roles, out.samples = roles, len(samples)
     return out
 
@@ -245,7 +256,12 @@ def _healthy_evidence(s: Sample) -> list[str]:
         rate = _tok_s(r.prompt_tokens_per_s if role == "prefill" else r.generation_tokens_per_s)
         kind = "prompt" if role == "prefill" else "output"
         parts.append(f"{role}: {r.running or 0} running, {r.queued or 0} queued, KV {kv}, {rate} {kind} tok/s")
-    return ["load without a limit reached: " + "; ".join(parts)]
+    out = ["load without a limit reached: " + "; ".join(parts)]
+    pre, dec = s.roles.get("prefill"), s.roles.get("decode")
+    if pre is not None and dec is not None and pre.transfer_p50_ms is not None and dec.ttft_p50_ms:
+        out.append(f"KV transfer p50 {pre.transfer_p50_ms:.0f} ms over {pre.transfers} transfer(s), decode TTFT p50 "
+                   f"{dec.ttft_p50_ms:.0f} ms")
+    return out
 
 
 def _tok_s(value: float | None) -> str:

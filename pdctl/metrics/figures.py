@@ -177,10 +177,20 @@ def router_figures(cur: Scrape, prev: Scrape | None = None, *, workers: set[str]
         "requests_per_s": _rate(cur, prev, N.ROUTER_REQUESTS_ROUTED),
         "generation_tokens_per_s": _rate(cur, prev, N.ROUTER_TOKENS) if cur.has(N.ROUTER_TOKENS) else None,
         "running": _int(sum(active)) if cur.has(N.ROUTER_ACTIVE) else None,
-        "connections": _int(total(cur, N.ROUTER_CONNECTIONS)),
+        "refused": _refused(cur, prev),
         "ttft_ms": percentiles_ms(cur, prev, N.ROUTER_TTFT),
         "e2e_ms": percentiles_ms(cur, prev, N.ROUTER_DURATION),
         "errors": _int(increase(errors_now, errors_before)),
         "totals": {"requests": _int(total(cur, N.ROUTER_REQUESTS_ROUTED) or 0), "errors": _int(errors_now)},
     }
 
+
+
+def _refused(cur: Scrape, prev: Scrape | None) -> int | None:
+    """Requests the router's limiter did not let through (its rate-limit counter, every result but `allowed`)
+    in the interval (lifetime without PREV); None when the router exports no such counter (no limit set)."""
+    def not_allowed(scrape: Scrape) -> float | None:
+        series = [v for labels, v in scrape.series(N.ROUTER_RATE_LIMIT) if labels.get("result") != "allowed"]
+        return sum(series) if scrape.has(N.ROUTER_RATE_LIMIT) else None
+
+    return _int(increase(not_allowed(cur), not_allowed(prev) if prev else None))

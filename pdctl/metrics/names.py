@@ -60,7 +60,7 @@ ROUTER_REQUESTS_ROUTED = "smg_router_requests_total"  # generation requests rout
 ROUTER_DURATION = "smg_router_request_duration_seconds"  # per routed request, end to end
 ROUTER_ERRORS = "smg_router_request_errors_total"  # routed requests a worker failed (label error_type)
 ROUTER_ACTIVE = "smg_worker_requests_active"  # in flight to each worker
-ROUTER_CONNECTIONS = "smg_http_connections_active"  # client HTTP connections open at the router (incl. queued)
+ROUTER_RATE_LIMIT = "smg_http_rate_limit_total"  # label result: allowed | rejected (its --max-concurrent-requests)
 ROUTER_TTFT = "smg_router_ttft_seconds"  # gRPC mode only (HTTP PD mode records none)
 ROUTER_TOKENS = "smg_router_tokens_total"  # gRPC mode only
 

@@ -72,12 +72,24 @@ def test_transfer_bound_by_its_share_of_ttft() -> None:
 
 
 def test_queue_bound_at_the_router_only_when_workers_have_room() -> None:
-    held = _sample(_fig(running=1, rps=1.0), _fig(running=1, rps=1.0, kv=0.2), {"connections": 6, "running": 1})
-    v = judge([held] * 2)
-    assert (v.verdict, v.role) == ("queue-bound", "router") and "5 held at the router" in v.evidence[0]
-    busy = _sample(_fig(running=1, rps=1.0), _fig(running=1, queued=4, kv=0.2, rps=1.0),
-                   {"connections": 6, "running": 5})
+    limited = _sample(_fig(running=1, rps=1.0), _fig(running=2, rps=1.0, kv=0.2), {"refused": 6, "running": 2})
+    v = judge([limited] * 2)
+    assert (v.verdict, v.role) == ("queue-bound", "router") and "turned 6 request(s) away" in v.evidence[0]
+    busy = _sample(_fig(running=1, rps=1.0), _fig(running=1, queued=4, kv=0.2, rps=1.0), {"refused": 6, "running": 5})
     assert judge([busy] * 2).verdict == "kv-bound"  # the workers' own queue: not the router's
+    unlimited = _sample(_fig(running=1, rps=1.0), _fig(running=2, rps=1.0, kv=0.2), {"refused": None, "running": 2})
+    assert judge([unlimited] * 2).verdict == "none"
+
+
+def test_router_refusals_are_read_from_its_limiter_counter() -> None:
+    from pdctl.metrics.figures import router_figures
+
+    before = parse('smg_http_rate_limit_total{result="allowed"} 2\nsmg_http_rate_limit_total{result="rejected"} 6\n',
+                   0.0)
+    after = parse('smg_http_rate_limit_total{result="allowed"} 4\nsmg_http_rate_limit_total{result="rejected"} 9\n',
+                  1.0)
+    assert router_figures(after, before)["refused"] == 3 and router_figures(after)["refused"] == 9
+    assert router_figures(parse("smg_http_connections_active 0\n", 1.0), None)["refused"] is None
 
 
 def test_a_role_that_queues_with_kv_room_is_bound_by_itself() -> None:
@@ -100,3 +112,17 @@ def test_every_dp_rank_counts() -> None:
 
 def test_the_current_inter_token_latency_name() -> None:
     assert N.ITL == "sglang:inter_token_latency_seconds"  # not the old time_per_output_token
+
+
+def test_window_rules_read_the_whole_window_and_gauge_rules_persistence() -> None:
+    # short intervals may see no transfer or no first token at all: a level is judged on its whole window
+    empty = _sample(_fig(running=1, rps=1.0), _fig(running=2, rps=1.0))
+    whole = _sample(_fig(running=1, rps=1.0, xfer=800.0, xfers=9), _fig(running=2, rps=1.0, ttft=1000.0))
+    assert judge([empty] * 6).verdict == "none"
+    v = judge([empty] * 6, share=0.5, whole=whole)
+    assert (v.verdict, v.role) == ("transfer-bound", "prefill")
+    # a refusal is an event: one refresh that saw it is evidence; a queue is a level: it must persist
+    refused = _sample(_fig(running=1, rps=1.0), _fig(running=2, rps=1.0), {"refused": 3, "running": 2})
+    assert judge([HEALTHY_PD, refused, HEALTHY_PD]).verdict == "queue-bound"
+    healthy_whole = judge([HEALTHY_PD] * 3, whole=HEALTHY_PD)
+    assert healthy_whole.verdict == "none" and "KV transfer p50 4 ms" in healthy_whole.evidence[1]

@@ -1,7 +1,8 @@
 """The bottleneck of one concurrency level of `pdctl bench serve`: the deployment's servers (and its router, when
 known) scraped every SAMPLE_S while the level runs, each look a sample of pdctl.metrics.bottleneck, judged when
 the level ends. The samples cover the level's warm-up and drain too, so a rule needs to hold in half of the
-loaded samples (LEVEL_SHARE), not all."""
+loaded samples (LEVEL_SHARE), not all; counters and histograms (refusals, KV transfer and TTFT percentiles) are
+judged once over the whole level: the first look against the last."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ class LevelWatch:
         self.servers, self.router_metrics = servers, router_metrics
         self.samples: list[Sample] = []
         self._last: dict[str, Scrape] = {}
+        self._first: dict[str, Scrape] = {}
         self._halt = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -30,6 +32,7 @@ class LevelWatch:
         if not self.servers:
             return
         self._look()  # the baseline every interval is measured from
+        self._first = dict(self._last)
         self.samples.clear()
         self._thread = threading.Thread(target=self._run, name="bench-level-watch", daemon=True)
         self._thread.start()
@@ -39,23 +42,29 @@ class LevelWatch:
             self._look()
 
     def _look(self) -> None:
-        processes: list[dict[str, Any]] = []
-        for role, url in self.servers:
+        latest: dict[str, Scrape] = {}
+        for _role, url in self.servers:
             scrape = fetch(url.rstrip("/") + "/metrics")
-            if isinstance(scrape, str):
-                continue
-            prev = self._last.get(url)
-            self._last[url] = scrape
-            processes.append({"role": role, "node": url, "metrics": engine_figures(scrape, prev) if prev else None})
-        router = None
+            if not isinstance(scrape, str):
+                latest[url] = scrape
         if self.router_metrics:
             scrape = fetch(self.router_metrics)
             if not isinstance(scrape, str):
-                prev = self._last.get("router")
-                self._last["router"] = scrape
-                workers = {u for r, u in self.servers if r == "decode"}
-                router = {"metrics": router_figures(scrape, prev, workers=workers)}
-        self.samples.append(sample_of(processes, router))
+                latest["router"] = scrape
+        self.samples.append(self._sample(latest, self._last))
+        self._last.update(latest)
+
+    def _sample(self, now: dict[str, Scrape], before: dict[str, Scrape]) -> Sample:
+        """The sample of the scrapes NOW against BEFORE (per server: no figures without both)."""
+        processes: list[dict[str, Any]] = []
+        for role, url in self.servers:
+            if url in now and url in before:
+                processes.append({"role": role, "node": url, "metrics": engine_figures(now[url], before[url])})
+        router = None
+        if "router" in now and "router" in before:
+            workers = {u for r, u in self.servers if r == "decode"}
+            router = {"metrics": router_figures(now["router"], before["router"], workers=workers)}
+        return sample_of(processes, router)
 
     def stop(self) -> dict[str, Any]:
         """Stop sampling; the level's verdict document."""
@@ -65,4 +74,4 @@ class LevelWatch:
         if not self.servers:
             return {"verdict": "not enough data", "role": None, "samples": 0, "roles": {},
                     "evidence": ["the target does not say which servers serve it"]}
-        return judge(self.samples, share=LEVEL_SHARE).document()
+        return judge(self.samples, share=LEVEL_SHARE, whole=self._sample(self._last, self._first)).document()
