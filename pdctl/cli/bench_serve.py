@@ -93,6 +93,13 @@ def print_result(result, out) -> None:
     if not out.is_terminal:  # a log or a pipe: 15 columns need more than rich's default 80
         out.width = max(out.width, 160)
     out.print(table)
+    for side, points in (("candidate", result.points), ("control", result.control_points or [])):
+        for m in points:
+            v = m.bottleneck or {}
+            if v:
+                who = f" ({v['role']})" if v.get("role") else ""
+                out.print(f"bottleneck {side} c={m.point.concurrency} isl={m.point.isl} osl={m.point.osl}: "
+                          f"{v['verdict']}{who} — {'; '.join(v.get('evidence') or [])}", highlight=False)
     for problem in result.problems:
         out.print(f"[red]inconsistent:[/] {problem}", highlight=False)
     for side, points in (("candidate", result.points), ("control", result.control_points or [])):

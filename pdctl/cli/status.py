@@ -52,6 +52,8 @@ def status(run_dir: str | None, watch: bool, interval: float, stall_after: float
         if kv:
             color = {"agrees": "green", "differs": "yellow"}.get(kv["verdict"], "dim")
             out.print(f"KV capacity of {p['name']}: [{color}]{kv['verdict']}[/] — {kv['detail']}", highlight=False)
+    for line in [*bottleneck_lines(doc.get("bottleneck")), *gpu_lines(doc.get("gpus") or {})]:
+        out.print(line, highlight=False)
     write_json(json_path, doc)
     if not doc["ok"]:
         if doc.get("state") == "stopped":
@@ -92,7 +94,7 @@ def _watch(run_dir: str | None, interval: float, stall_after: float, json_path: 
     import sys
     import time
 
-    from pdctl.launch.status import live, run_watch
+    from pdctl.launch.status import live, run_gpus, run_watch
     from pdctl.liveness import HealthClock
     from pdctl.metrics.alarms import StallDetector
     from pdctl.runs import read_state, resolve_run_dir
@@ -102,11 +104,13 @@ def _watch(run_dir: str | None, interval: float, stall_after: float, json_path: 
     watch = run_watch(path, state)
     detector = StallDetector(stall_after)
     clock = HealthClock()  # since when each process has not answered, across refreshes
+    gpus = run_gpus(path, state)
+    history: list[Any] = []  # the bottleneck verdict's window of samples
     out = err_console if json_path == "-" else console
     view: Any = None
     try:
         while True:
-            doc = live(path, state, watch, detector, clock)
+            doc = live(path, state, watch, detector, clock, gpus, history)
             table = live_view(doc, interval)
             if out.is_terminal:
                 if view is None:
@@ -144,7 +148,57 @@ def live_view(doc: dict[str, Any], interval: float) -> Any:
     from rich.text import Text
 
     alarms = [Text(f"ALARM {a['process']}: {a['message']}", style="bold red") for a in doc.get("alarms", [])]
-    return Group(live_table(doc, interval), *alarms) if alarms else live_table(doc, interval)
+    gpus = [Text.from_markup(line) for line in gpu_lines(doc.get("gpus") or {})]
+    verdict = [Text.from_markup(line) for line in bottleneck_lines(doc.get("bottleneck"))]
+    return Group(live_table(doc, interval), *verdict, *gpus, *alarms)
+
+
+def bottleneck_lines(verdict: dict[str, Any] | None) -> list[str]:
+    """The bottleneck verdict and its evidence (pdctl.metrics.bottleneck)."""
+    if not verdict:
+        return []
+    name = verdict["verdict"]
+    color = "yellow" if name.endswith("-bound") else "dim" if name == "not enough data" else "green"
+    who = f" ({verdict['role']})" if verdict.get("role") else ""
+    lines = [f"bottleneck: [{color}]{name}[/]{who} over {verdict.get('samples', 0)} sample(s)"]
+    lines += [f"  - {e}" for e in verdict.get("evidence") or []]
+    for role, r in (verdict.get("roles") or {}).items():
+        if r["verdict"] != name:
+            lines.append(f"  {role}: {r['verdict']}" + (f" — {'; '.join(r['evidence'])}" if r["evidence"] else ""))
+    return lines
+
+
+def gpu_lines(gpus: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per node: its GPUs' figures and where they came from, or why none were seen."""
+    if not gpus:
+        return []
+    lines = []
+    for node, doc in gpus.items():
+        s = doc.get("summary")
+        if not doc.get("source") or not s:
+            lines.append(f"GPUs on {node}: none seen — {doc.get('why') or 'no telemetry'}")
+            continue
+        parts = [f"{s['devices']} device(s)" + (f" ({s['mig_instances']} MIG)" if s.get("mig_instances") else "")]
+        if s.get("util_pct_mean") is not None:
+            parts.append(f"util {s['util_pct_mean']:.0f}% (max {s['util_pct_max']:.0f}%)")
+        for key, label in (("engine_active_mean", "engine active"), ("tensor_active_mean", "tensor active")):
+            if s.get(key) is not None:
+                parts.append(f"{label} {100 * s[key]:.0f}%")
+        if s.get("memory_used_mib") is not None:
+            total = f"/{s['memory_total_mib'] / 1024:.0f}" if s.get("memory_total_mib") else ""
+            parts.append(f"memory {s['memory_used_mib'] / 1024:.1f}{total} GiB")
+        for key, label in (("pcie_bytes_s", "PCIe"), ("nvlink_bytes_s", "NVLink")):
+            if s.get(key) is not None:
+                parts.append(f"{label} {s[key] / 1e9:.2f} GB/s")
+        if s.get("xid"):
+            parts.append("[red]XID " + ", ".join(f"{d}: {x}" for d, x in s["xid"].items()) + "[/]")
+        if s.get("throttled"):
+            parts.append("[yellow]throttled " + "; ".join(f"{d}: {', '.join(r)}" for d, r in s["throttled"].items())
+                         + "[/]")
+        lines.append(f"GPUs on {node} ({doc['source']}): " + ", ".join(parts))
+    if all(not d.get("source") for d in gpus.values()):
+        lines.append("No GPUs were seen on any node of this run.")
+    return lines
 
 
 def live_table(doc: dict[str, Any], interval: float) -> Any:

@@ -13,6 +13,7 @@ from pdctl.compat.capacity import estimate
 from pdctl.compat.effective import effective
 from pdctl.errors import UserError
 from pdctl.executors import executor_for, shared_connections
+from pdctl.launch.gpus import GpuWatch, executor_kind
 from pdctl.launch.health import (
     PROBE_TIMEOUT_S,
     router_check,
@@ -23,6 +24,7 @@ from pdctl.launch.health import (
 from pdctl.launch.transfer_path import transfer_path
 from pdctl.liveness import STOPPED_STATES, HealthClock, check_run
 from pdctl.metrics.alarms import StallDetector
+from pdctl.metrics.bottleneck import Sample, judge, sample_of
 from pdctl.metrics.capacity import capacities
 from pdctl.metrics.scrape import fetch
 from pdctl.metrics.targets import router_target, worker_targets
@@ -148,6 +150,7 @@ def _status(run_dir: str | Path | None) -> dict[str, Any]:
         for entry in processes:
             if entry["name"] in kv:
                 entry["kv_capacity"] = kv[entry["name"]]
+    gpus = run_gpus(path, state)
     return {
         "ok": ok,
         "run_dir": str(path.resolve()),
@@ -155,7 +158,19 @@ def _status(run_dir: str | Path | None) -> dict[str, Any]:
         "state": state.get("status"),
         "processes": processes,
         "router": router,
+        "gpus": gpus.sample() if gpus is not None else {},
+        "bottleneck": judge([]).document() | {
+            "evidence": ["one look has no interval to judge: `pdctl status --watch` judges the last refreshes"]},
     }
+
+
+def run_gpus(run_dir: Path, state: dict[str, Any]) -> GpuWatch | None:
+    """The GPU telemetry reader of a run's nodes (pdctl.launch.gpus), or None without the run's topology copy."""
+    try:
+        topo = load_topology(Path(run_dir) / TOPOLOGY_COPY)
+    except (UserError, OSError):
+        return None
+    return GpuWatch(topo, executor_kind(state))
 
 
 # sglang-router's smg_worker_cb_state gauge: 0 closed (requests flow), 1 open, 2 half-open (a trial request)
@@ -239,11 +254,13 @@ def run_watch(run_dir: Path, state: dict[str, Any] | None = None) -> Watch:
 
 
 def live(run_dir: Path, state: dict[str, Any], watch: Watch, detector: StallDetector | None = None,
-         clock: HealthClock | None = None) -> dict[str, Any]:
+         clock: HealthClock | None = None, gpus: GpuWatch | None = None,
+         history: list[Sample] | None = None) -> dict[str, Any]:
     """One refresh of `status --watch`: every process's and the router's figures over the last interval, and
     (with DETECTOR) the alarms of transfers that do not move (pdctl.metrics.alarms); with CLOCK (kept across
     refreshes), each process's state: `exited`, `hung` (alive, no answer to its health check, and for how
-    long: `unanswered_s`) or `healthy` (pdctl.liveness)."""
+    long: `unanswered_s`) or `healthy` (pdctl.liveness); with GPUS, each node's GPU telemetry; with HISTORY (kept
+    across refreshes: this refresh's sample is appended, the last WINDOW kept), the bottleneck verdict."""
     sample = watch.sample()
     looks = {d.name: d for d in check_run(run_dir, clock=clock).dead} if clock is not None else {}
     now = time.monotonic()
@@ -264,14 +281,28 @@ def live(run_dir: Path, state: dict[str, Any], watch: Watch, detector: StallDete
         return out
 
     processes = [entry(r["name"], {"role": r["role"], "replica": r["replica"], "node": r["node"]}) for r in records]
+    router = entry("router", {"role": "router"})
+    gpu_docs = gpus.sample() if gpus is not None else {}
+    verdict = None
+    if history is not None:
+        util = {n: d["summary"]["util_pct_mean"] for n, d in gpu_docs.items()
+                if d.get("summary") and d["summary"].get("util_pct_mean") is not None}
+        history.append(sample_of(processes, router, util))
+        del history[:-WINDOW]
+        verdict = judge(history).document()
     return {
         "run_dir": str(Path(run_dir).resolve()),
         "topology": state.get("topology"),
         "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "processes": processes,
-        "router": entry("router", {"role": "router"}),
+        "router": router,
         "alarms": alarms,
+        "gpus": gpu_docs,
+        "bottleneck": verdict,
     }
+
+
+WINDOW = 3  # status --watch judges the bottleneck over the last this many refreshes
 
 
 def _deployment_doc(run_dir: Path) -> dict[str, Any] | None:

@@ -88,9 +88,10 @@ def quantile(q: float, cumulative: Buckets | None) -> float | None:
     return lower
 
 
-def percentiles_ms(cur: Scrape, prev: Scrape | None, name: str) -> dict[str, float] | None:
-    """p50 and p99 (bucket-interpolated) and the exact mean, in milliseconds, of histogram NAME (seconds)
-    over the interval (or lifetime), with the number of observations; None without any."""
+def percentiles_ms(cur: Scrape, prev: Scrape | None, name: str, *, scale: float = 1000.0) -> dict[str, float] | None:
+    """p50 and p99 (bucket-interpolated) and the exact mean, in milliseconds, of histogram NAME (seconds; SCALE 1
+    for a histogram already in ms) over the interval (or lifetime), with the number of observations; None
+    without any."""
     window = bucket_increase(buckets(cur, name), buckets(prev, name) if prev else None)
     p50, p99 = quantile(0.5, window), quantile(0.99, window)
     if p50 is None or p99 is None or not window:
@@ -98,8 +99,8 @@ def percentiles_ms(cur: Scrape, prev: Scrape | None, name: str) -> dict[str, flo
     count = window[-1][1]
     grown = increase(total(cur, name + "_sum"), total(prev, name + "_sum") if prev else None)
     mean = None if grown is None else grown / count
-    return {"p50": round(p50 * 1000, 3), "p99": round(p99 * 1000, 3),
-            "mean": None if mean is None else round(mean * 1000, 3), "count": int(count)}
+    return {"p50": round(p50 * scale, 3), "p99": round(p99 * scale, 3),
+            "mean": None if mean is None else round(mean * scale, 3), "count": int(count)}
 
 
 def _rate(cur: Scrape, prev: Scrape | None, name: str, **match: str) -> float | None:
@@ -141,6 +142,8 @@ def engine_figures(cur: Scrape, prev: Scrape | None = None) -> dict[str, Any]:
         "itl_ms": percentiles_ms(cur, prev, N.ITL),
         "e2e_ms": percentiles_ms(cur, prev, N.E2E),
         "transfer_failures": _int(increase(failures, prev_failures)) if prev is not None else _int(failures),
+        "kv_transfer_ms": percentiles_ms(cur, prev, N.KV_TRANSFER_LATENCY_MS, scale=1.0),
+        "retracted": _int(increase(total(cur, N.RETRACTED), total(prev, N.RETRACTED) if prev else None)),
         "totals": {
             "requests": _int(total(cur, N.REQUESTS)),
             "prompt_tokens": _int(total(cur, N.PROMPT_TOKENS)),
@@ -174,9 +177,20 @@ def router_figures(cur: Scrape, prev: Scrape | None = None, *, workers: set[str]
         "requests_per_s": _rate(cur, prev, N.ROUTER_REQUESTS_ROUTED),
         "generation_tokens_per_s": _rate(cur, prev, N.ROUTER_TOKENS) if cur.has(N.ROUTER_TOKENS) else None,
         "running": _int(sum(active)) if cur.has(N.ROUTER_ACTIVE) else None,
+        "refused": _refused(cur, prev),
         "ttft_ms": percentiles_ms(cur, prev, N.ROUTER_TTFT),
         "e2e_ms": percentiles_ms(cur, prev, N.ROUTER_DURATION),
         "errors": _int(increase(errors_now, errors_before)),
         "totals": {"requests": _int(total(cur, N.ROUTER_REQUESTS_ROUTED) or 0), "errors": _int(errors_now)},
     }
 
+
+
+def _refused(cur: Scrape, prev: Scrape | None) -> int | None:
+    """Requests the router's limiter did not let through (its rate-limit counter, every result but `allowed`)
+    in the interval (lifetime without PREV); None when the router exports no such counter (no limit set)."""
+    def not_allowed(scrape: Scrape) -> float | None:
+        series = [v for labels, v in scrape.series(N.ROUTER_RATE_LIMIT) if labels.get("result") != "allowed"]
+        return sum(series) if scrape.has(N.ROUTER_RATE_LIMIT) else None
+
+    return _int(increase(not_allowed(cur), not_allowed(prev) if prev else None))

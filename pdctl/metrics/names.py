@@ -60,6 +60,7 @@ ROUTER_REQUESTS_ROUTED = "smg_router_requests_total"  # generation requests rout
 ROUTER_DURATION = "smg_router_request_duration_seconds"  # per routed request, end to end
 ROUTER_ERRORS = "smg_router_request_errors_total"  # routed requests a worker failed (label error_type)
 ROUTER_ACTIVE = "smg_worker_requests_active"  # in flight to each worker
+ROUTER_RATE_LIMIT = "smg_http_rate_limit_total"  # label result: allowed | rejected (its --max-concurrent-requests)
 ROUTER_TTFT = "smg_router_ttft_seconds"  # gRPC mode only (HTTP PD mode records none)
 ROUTER_TOKENS = "smg_router_tokens_total"  # gRPC mode only
 
@@ -67,3 +68,21 @@ ROUTER_TOKENS = "smg_router_tokens_total"  # gRPC mode only
 def engine_type(role: str) -> str:
     """SGLang's engine_type label for a server role (DisaggregationMode.to_engine_type)."""
     return role if role in ("prefill", "decode") else "unified"
+
+# ---- NVIDIA dcgm-exporter (its default counters, etc/default-counters.csv, and the profiling fields of
+# etc/dcp-metrics-included.csv) ------------------------------------------------------------------------
+DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"  # %, not reported for a MIG'd GPU
+DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB (per MIG instance under MIG)
+DCGM_FB_FREE = "DCGM_FI_DEV_FB_FREE"  # MiB
+DCGM_XID = "DCGM_FI_DEV_XID_ERRORS"  # the value of the last XID error (0: none)
+DCGM_NVLINK_TOTAL = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"  # counter over all lanes
+DCGM_PCIE_TX_KB = "DCGM_FI_DEV_PCIE_TX_THROUGHPUT"  # counter, KB (default counters)
+DCGM_PCIE_RX_KB = "DCGM_FI_DEV_PCIE_RX_THROUGHPUT"
+DCGM_GR_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # ratio 0..1 of time the graphics/compute engine is busy
+DCGM_TENSOR_ACTIVE = "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"  # ratio 0..1 of cycles the tensor pipe is busy
+DCGM_PCIE_TX_BYTES = "DCGM_FI_PROF_PCIE_TX_BYTES"  # bytes/s
+DCGM_PCIE_RX_BYTES = "DCGM_FI_PROF_PCIE_RX_BYTES"
+DCGM_NVLINK_TX_BYTES = "DCGM_FI_PROF_NVLINK_TX_BYTES"  # bytes/s
+DCGM_NVLINK_RX_BYTES = "DCGM_FI_PROF_NVLINK_RX_BYTES"
+DCGM_CLOCK_REASONS = ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")  # new, old name
+DCGM_PORT = 9400  # dcgm-exporter's default listen port

@@ -4,6 +4,7 @@ Kubernetes run's cluster DNS names fold instead of squeezing out the detail (the
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -44,3 +45,29 @@ def test_pod_rows_show_the_pod_its_node_and_restarts() -> None:
     for header in ("pod", "k8s node", "restarts", "healthy", "detail"):
         assert header in text, text
     assert "CrashLoopBackOff" in text and "gb300-b" in text and "pid" not in text.split("\n")[2], text
+
+
+def test_gpu_lines_say_what_each_node_has_and_when_none_were_seen() -> None:
+    from pdctl.cli.status import gpu_lines
+    from pdctl.metrics.gpu import from_dcgm, node_document
+
+    t4 = (Path(__file__).parents[1] / "metrics" / "data" / "dcgm-exporter-t4-loaded.prom").read_text()
+    lines = gpu_lines({"g0": node_document("dcgm-exporter", from_dcgm(t4)),
+                       "c0": node_document(None, [], "CPU node (gpu: cpu): no GPUs")})
+    assert lines[0].startswith("GPUs on g0 (dcgm-exporter): 1 device(s), util 91% (max 91%), engine active 16%")
+    assert "memory 5.0/15 GiB" in lines[0] and "PCIe 0.01 GB/s" in lines[0]
+    assert lines[1] == "GPUs on c0: none seen — CPU node (gpu: cpu): no GPUs" and len(lines) == 2
+    cpu_only = gpu_lines({"c0": node_document(None, [], "CPU node (gpu: cpu): no GPUs")})
+    assert cpu_only[-1] == "No GPUs were seen on any node of this run."
+
+
+def test_bottleneck_lines_show_the_verdict_and_its_evidence() -> None:
+    from pdctl.cli.status import bottleneck_lines
+
+    lines = bottleneck_lines({"verdict": "kv-bound", "role": "decode", "samples": 3,
+                              "evidence": ["decode KV pool 97% used (>= 90%)"],
+                              "roles": {"decode": {"verdict": "kv-bound", "evidence": []},
+                                        "prefill": {"verdict": "none", "evidence": []}}})
+    assert lines == ["bottleneck: [yellow]kv-bound[/] (decode) over 3 sample(s)",
+                     "  - decode KV pool 97% used (>= 90%)", "  prefill: none"]
+    assert bottleneck_lines(None) == []

@@ -28,13 +28,13 @@ def pdctl(*args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | Non
 
 
 @contextmanager
-def detached_run(tmp: Path, topology: Path) -> Iterator[dict]:
-    """`pdctl launch TOPOLOGY --detach` into TMP/run; yields {tmp, run_dir, state (launch's JSON)}; always
-    `pdctl down` afterwards."""
+def detached_run(tmp: Path, topology: Path, *flags: str) -> Iterator[dict]:
+    """`pdctl launch TOPOLOGY --detach [FLAGS]` into TMP/run; yields {tmp, run_dir, state (launch's JSON)};
+    always `pdctl down` afterwards."""
     run_dir = tmp / "run"
     try:
-        done = pdctl("launch", str(topology), "--detach", "--skip-preflight", "--run-dir", str(run_dir),
-                     "--timeout", "180", "--json", "-", cwd=tmp, timeout=300)
+        done = pdctl("launch", str(topology), "--detach", "--skip-preflight", *flags, "--run-dir", str(run_dir),
+                     "--timeout", "240", "--json", "-", cwd=tmp, timeout=400)
         assert done.returncode == 0, done.stderr[-3000:]
         yield {"tmp": tmp, "run_dir": run_dir, "state": json.loads(done.stdout)}
     finally:

@@ -4,7 +4,9 @@ Why check: pdctl is a validation tool, and a benchmark that silently measured so
 failed, prompts of another length, answers cut short) must not read as a clean number. With the native
 /generate API the tool sends token ids and the server reports each request's prompt and completion tokens, so
 the counts must match the sweep EXACTLY: completed + errors = requests, input tokens = isl x completed, output
-tokens = osl x completed (EOS is ignored). Percentiles must be ordered and TTFT <= E2E.
+tokens = osl x completed (EOS is ignored). Percentiles must be ordered and TTFT <= E2E. And the point must have
+measured what it says (pdctl.bench.serve.sanity): tokens generated, the concurrency reached, a warm-up sent
+first, and the servers' own counters in agreement.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from pdctl.bench.serve.sanity import sanity_problems
 from pdctl.bench.serve.sweep import Point
 
 PCTS = ("p50", "p90", "p99")
@@ -38,6 +41,10 @@ class PointMetrics:
     latency: dict[str, dict[str, float]] = field(default_factory=dict)  # "ttft_ms" -> {"p50", "p90", "p99", "mean"}
     problems: list[str] = field(default_factory=list)  # counts or orderings that do not add up
     error_samples: list[str] = field(default_factory=list)
+    client: dict[str, Any] | None = None  # the driver's count: warm-up sent, peak in flight (sglang_driver.py)
+    server: dict[str, Any] | None = None  # the servers' own counters over the point (servercounts)
+    bottleneck: dict[str, Any] | None = None  # what limited the level (levelwatch; pdctl.metrics.bottleneck)
+    tokenless: int = 0  # completed requests that never received a token (TTFT 0: the tool then reports osl)
 
     @property
     def ok(self) -> bool:
@@ -71,6 +78,7 @@ class PointMetrics:
             "output_tok_s_per_gpu": self.output_tok_s_per_gpu, "gpus": self.gpus,
             "input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "duration_s": self.duration_s,
             "problems": list(self.problems), "error_samples": list(self.error_samples),
+            "client": self.client, "server": self.server, "bottleneck": self.bottleneck, "tokenless": self.tokenless,
         }
         for name in LATENCIES:
             doc[name] = dict(self.latency.get(name, {}))
@@ -83,10 +91,12 @@ def _num(doc: dict[str, Any], key: str) -> float:
 
 
 def from_tool_result(point: Point, result: dict[str, Any] | None, *, exact_counts: bool, gpus: int | None,
-                     failure: str | None = None) -> PointMetrics:
+                     failure: str | None = None, client: dict[str, Any] | None = None,
+                     server: dict[str, Any] | None = None) -> PointMetrics:
     """PointMetrics from the tool's result document of POINT (None: the tool produced none, e.g. every request
-    failed; FAILURE says why). EXACT_COUNTS: the API reports token counts from the server (native /generate)."""
-    m = PointMetrics(point=point, gpus=gpus)
+    failed; FAILURE says why). EXACT_COUNTS: the API reports token counts from the server (native /generate).
+    CLIENT: what the driver counted around the tool's requests; SERVER: the servers' counters over the point."""
+    m = PointMetrics(point=point, gpus=gpus, client=client, server=server)
     if result is None:
         m.errors = point.requests
         m.error_samples = [failure or "the tool wrote no result for this point"]
@@ -98,6 +108,7 @@ def from_tool_result(point: Point, result: dict[str, Any] | None, *, exact_count
     m.duration_s = _num(result, "duration")
     in_lens = [int(n) for n, e in zip(result.get("input_lens") or [], result.get("errors") or []) if not e]
     out_lens = [int(n) for n, e in zip(result.get("output_lens") or [], result.get("errors") or []) if not e]
+    m.tokenless = sum(1 for t, e in zip(result.get("ttfts") or [], result.get("errors") or []) if not e and not t)
     m.input_tokens = sum(in_lens) if in_lens else int(result.get("total_input_tokens") or 0)
     m.output_tokens = sum(out_lens) if out_lens else int(result.get("total_output_tokens") or 0)
     m.request_throughput = _num(result, "request_throughput")
@@ -106,6 +117,7 @@ def from_tool_result(point: Point, result: dict[str, Any] | None, *, exact_count
     for name, tool_name in _TOOL_KEYS.items():
         m.latency[name] = {pct: _num(result, f"{_TOOL_PCT[pct]}_{tool_name}") for pct in (*PCTS, "mean")}
     m.problems = check(m, exact_counts=exact_counts, sent=len(result.get("errors") or []))
+    m.problems += sanity_problems(m, exact=exact_counts)
     return m
 
 

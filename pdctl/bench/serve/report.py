@@ -102,20 +102,31 @@ def _table(result: BenchResult) -> str:
                f"<td rowspan='{3 if con else 1}'>{p.osl}</td>"
         cells = "".join(f"<td>{_f(cand.value(key))}</td>" for _, key in COLUMNS)
         cls = "bad" if not cand.ok else ""
-        rows.append(f"<tr class='{cls}'>{lead}<td>candidate</td><td>{cand.completed}/{p.requests}</td>{cells}</tr>")
+        rows.append(f"<tr class='{cls}'>{lead}<td>candidate</td><td>{cand.completed}/{p.requests}</td>{cells}"
+                    f"{_verdict(cand)}</tr>")
         if con is not None:
             cells = "".join(f"<td>{_f(con.value(key))}</td>" for _, key in COLUMNS)
             rows.append(f"<tr class='{'bad' if not con.ok else ''}'><td>control</td><td>{con.completed}/{p.requests}"
-                        f"</td>{cells}</tr>")
+                        f"</td>{cells}{_verdict(con)}</tr>")
             cells = ""
             for _, key in COLUMNS:
                 reg = regression(key, cand, con)
                 gated = key in result.gate_metrics and result.max_regression is not None
                 worse = gated and reg is not None and reg > (result.max_regression or 0)
                 cells += f"<td class='{'bad' if worse else 'ratio'}'>{_f(ratio_of(key, cand, con), 3)}</td>"
-            rows.append(f"<tr><td>ratio</td><td></td>{cells}</tr>")
+            rows.append(f"<tr><td>ratio</td><td></td>{cells}<td></td></tr>")
     return ("<table id='points'><tr><th>concurrency</th><th>isl</th><th>osl</th><th>side</th><th>ok/requests</th>"
-            f"{head}</tr>{''.join(rows)}</table>")
+            f"{head}<th>bottleneck</th></tr>{''.join(rows)}</table>")
+
+
+def _verdict(m: PointMetrics) -> str:
+    """The level's bottleneck cell: the verdict, its evidence as the cell's title."""
+    v = m.bottleneck or {}
+    if not v:
+        return "<td>—</td>"
+    who = f" ({v['role']})" if v.get("role") else ""
+    title = html.escape("; ".join(v.get("evidence") or []), quote=True)
+    return f"<td class='verdict' title='{title}'>{html.escape(v['verdict'] + who)}</td>"
 
 
 def render_html(result: BenchResult) -> str:

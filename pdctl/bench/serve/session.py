@@ -186,7 +186,9 @@ def run_request(req: BenchRequest, progress: Progress | None = None) -> BenchRes
 
                 say(ProgressUpdate(side.label, 0, len(points), f"{side.url}"))
                 return run_sweep(tool, side.url, points, spec, dataset, tokenizer, work / side.label,
-                                 gpus=side.gpus, timeout_s=req.timeout, on_point=on_point, stop_when=stop_when)
+                                 gpus=side.gpus, timeout_s=req.timeout, on_point=on_point, stop_when=stop_when,
+                                 count_urls=side.count_urls, servers=side.servers,
+                                 router_metrics=side.router_metrics)
 
             result = BenchResult(tool=tool.name, spec=spec, dataset=dataset.name, candidate=candidate,
                                  points=sweep(candidate), gate_metrics=metrics, max_regression=max_regression,

@@ -16,10 +16,13 @@ from typing import Any
 
 from pdctl.bench.serve.tokenizer import write_byte_tokenizer
 from pdctl.errors import UserError
+from pdctl.jsonfiles import read_json_object
 from pdctl.launch.scoped import launched_reference
+from pdctl.metrics.targets import router_target
+from pdctl.runs import DEPLOYMENT_FILE
 from pdctl.runs.lock import lock_pointer
 from pdctl.runs.state import TOPOLOGY_COPY
-from pdctl.target import get_json, resolve
+from pdctl.target import Target, get_json, resolve
 from pdctl.topology import load_topology
 
 REFERENCE_MODEL_TYPE = "pdctl-reference"
@@ -36,6 +39,9 @@ class Side:
     topology: Any | None = None  # the loaded Topology when known
     run_dir: Path | None = None  # the launched run behind it (its processes are watched: pdctl.liveness)
     unit: str = "GPU"  # what `gpus` counts: "GPU", or "CPU rank" for the CPU reference engine
+    count_urls: tuple[str, ...] = ()  # the servers that count each request once (counting_urls)
+    servers: tuple[tuple[str, str], ...] = ()  # (role, URL) of every server behind it (role_urls)
+    router_metrics: str | None = None  # the router's Prometheus URL, known for a launched run
 
     def document(self) -> dict[str, Any]:
         return {"url": self.url, "gpus": self.gpus, "unit": self.unit, "source": self.source,
@@ -44,6 +50,30 @@ class Side:
     def devices(self) -> str:
         """'8 GPUs', '3 CPU ranks', '? GPUs': what serves it, for titles."""
         return f"{self.gpus or '?'} {self.unit}{'' if self.gpus == 1 else 's'}"
+
+
+def counting_urls(target: Target) -> tuple[str, ...]:
+    """The servers whose counters see each request exactly once (pdctl.bench.serve.servercounts): the decode
+    servers of a PD deployment (its prefill servers count every request too), every server of a colocated run,
+    else the URL itself (one server; a colocated router serves no engine metrics and is then reported unread)."""
+    if target.flush_decode:
+        return tuple(target.flush_decode)
+    if target.flush_all and not target.prefill_urls:
+        return tuple(target.flush_all)
+    return (target.url,)
+
+
+def role_urls(target: Target) -> tuple[tuple[str, str], ...]:
+    """(role, URL) of every server behind TARGET: its prefill and decode servers, else every server of a
+    colocated run, else the URL itself (a colocated role)."""
+    if target.prefill_urls or target.flush_decode:
+        return (*(("prefill", u) for u in target.prefill_urls), *(("decode", u) for u in target.flush_decode))
+    return tuple(("colocated", u) for u in (target.flush_all or [target.url]))
+
+
+def _sides_of(target: Target) -> dict[str, Any]:
+    """The Side fields every kind of target fills the same way."""
+    return {"count_urls": counting_urls(target), "servers": role_urls(target)}
 
 
 def unit_of(topo: Any = None, url: str | None = None) -> str:
@@ -80,8 +110,10 @@ def discovered_gpus(url: str) -> int | None:
 
 def from_url(label: str, url: str, gpus: int | None) -> Side:
     """A deployment given by URL (UserError when it does not answer)."""
-    url = resolve(url, None, what=f"--{'url' if label == 'candidate' else 'control-url'}").url
-    return Side(label, url, gpus if gpus is not None else discovered_gpus(url), url, unit=unit_of(url=url))
+    target = resolve(url, None, what=f"--{'url' if label == 'candidate' else 'control-url'}")
+    url = target.url
+    return Side(label, url, gpus if gpus is not None else discovered_gpus(url), url, unit=unit_of(url=url),
+                **_sides_of(target))
 
 
 def from_run_dir(run_dir: str | None, gpus: int | None) -> Side:
@@ -94,8 +126,10 @@ def from_run_dir(run_dir: str | None, gpus: int | None) -> Side:
     if copy.is_file():
         topo = load_topology(copy)
     count = gpus if gpus is not None else (topology_gpus(topo) if topo is not None else discovered_gpus(target.url))
+    router = router_target(target.state, _plan(path)).url
     return Side("candidate", target.url, count, str(path), topo, run_dir=path,
-                unit=unit_of(topo) if topo is not None else unit_of(url=target.url))
+                unit=unit_of(topo) if topo is not None else unit_of(url=target.url), router_metrics=router,
+                **_sides_of(target))
 
 
 def with_topology(side: Side, topology_file: str, gpus: int | None) -> Side:
@@ -104,7 +138,8 @@ def with_topology(side: Side, topology_file: str, gpus: int | None) -> Side:
         raise UserError(f"--topology {topology_file}: no such file")
     topo = load_topology(topology_file)
     return Side(side.label, side.url, gpus if gpus is not None else topology_gpus(topo), side.source, topo,
-                run_dir=side.run_dir, unit=unit_of(topo))
+                run_dir=side.run_dir, unit=unit_of(topo), count_urls=side.count_urls, servers=side.servers,
+                router_metrics=side.router_metrics)
 
 
 @contextlib.contextmanager
@@ -115,7 +150,7 @@ def launched_control(topology_file: str, *, timeout: float, gpus: int | None) ->
     topo = load_topology(topology_file)  # bad topology: exit 2 before anything is launched
     with launched_reference(topology_file, timeout=timeout) as target:
         yield Side("control", target.url, gpus if gpus is not None else topology_gpus(topo),
-                   topology_file, topo, unit=unit_of(topo))
+                   topology_file, topo, unit=unit_of(topo), **_sides_of(target))
 
 
 def tokenizer_for(url: str, explicit: str | None, work_dir: Path) -> str:
@@ -130,3 +165,11 @@ def tokenizer_for(url: str, explicit: str | None, work_dir: Path) -> str:
     if not isinstance(found, str) or not found:
         raise UserError(f"{url} does not say which tokenizer it uses (/model_info): pass --tokenizer PATH_OR_ID")
     return found
+
+
+def _plan(run_dir: Path) -> dict[str, Any] | None:
+    """The run's plan.json (where the router's metrics port is), or None."""
+    try:
+        return read_json_object(run_dir / DEPLOYMENT_FILE, "the run's plan.json")
+    except (UserError, OSError):
+        return None

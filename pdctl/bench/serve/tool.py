@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pdctl.bench.serve import servercounts
 from pdctl.bench.serve.datasets import Dataset
+from pdctl.bench.serve.levelwatch import LevelWatch
 from pdctl.bench.serve.metrics import PointMetrics, from_tool_result
 from pdctl.bench.serve.sweep import APIS, Point, SweepSpec
 from pdctl.errors import UserError
@@ -30,6 +32,7 @@ from pdctl.errors import UserError
 DRIVER = Path(__file__).with_name("sglang_driver.py")
 ENV_VAR = "PDCTL_SGLANG_PYTHON"
 MARK = "PDCTL-POINT "
+READY = "PDCTL-READY "
 PROBE = ("import importlib.metadata as m, importlib.util as u; "
          "assert u.find_spec('sglang.benchmark.serving'); print(m.version('sglang'))")
 
@@ -97,7 +100,8 @@ def _last_json_line(path: Path) -> dict[str, Any] | None:
 
 
 def run_sweep(tool: Tool, url: str, points: list[Point], spec: SweepSpec, dataset: Dataset, tokenizer: str,
-              work_dir: Path, *, gpus: int | None, timeout_s: float,
+              work_dir: Path, *, gpus: int | None, timeout_s: float, count_urls: tuple[str, ...] = (),
+              servers: tuple[tuple[str, str], ...] = (), router_metrics: str | None = None,
               on_point: Callable[[PointMetrics], None] = lambda _m: None,
               stop_when: Callable[[], Exception | None] | None = None) -> list[PointMetrics]:
     """Every point against URL, in one tool process; ON_POINT sees each point's metrics as it finishes.
@@ -105,13 +109,16 @@ def run_sweep(tool: Tool, url: str, points: list[Point], spec: SweepSpec, datase
     The tool's own output goes to WORK_DIR/tool.log. A point the tool produced no result for (every request
     failed, the process died, TIMEOUT_S passed) is all errors, with the reason from the log. STOP_WHEN, asked
     every LOOK_S while the tool runs (pdctl.liveness: a hung or dead process, the command's deadline): the
-    exception it returns stops the tool at once and is raised."""
+    exception it returns stops the tool at once and is raised. COUNT_URLS: the servers whose own counters are
+    read before and after every point (pdctl.bench.serve.servercounts; the driver waits for pdctl's go).
+    SERVERS ((role, URL)) and ROUTER_METRICS are sampled while each point runs for its bottleneck verdict
+    (pdctl.bench.serve.levelwatch)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     outs = {p.index: work_dir / f"point-{p.index}.jsonl" for p in points}
     for out in outs.values():  # the tool appends: a reused --work-dir must not hand back an older run's result
         out.unlink(missing_ok=True)
-    plan = {"points": [{"index": p.index, "argv": point_argv(p, spec, dataset, url, tokenizer, outs[p.index])}
-                       for p in points]}
+    plan = {"points": [{"index": p.index, "argv": point_argv(p, spec, dataset, url, tokenizer, outs[p.index]),
+                        "warmup": spec.warmup} for p in points]}
     (work_dir / "plan.json").write_text(json.dumps(plan, indent=1), encoding="utf-8")
     log = work_dir / "tool.log"
     results: dict[int, PointMetrics] = {}
@@ -121,7 +128,7 @@ def run_sweep(tool: Tool, url: str, points: list[Point], spec: SweepSpec, datase
            "PYTHONUNBUFFERED": "1"}
     with open(log, "w", encoding="utf-8") as log_f:
         proc = subprocess.Popen([tool.python, str(DRIVER), str(work_dir / "plan.json")], stdout=subprocess.PIPE,
-                                stderr=log_f, text=True, env=env, start_new_session=True)
+                                stdin=subprocess.PIPE, stderr=log_f, text=True, env=env, start_new_session=True)
         timer = threading.Timer(timeout_s, lambda: _kill(proc))
         timer.start()
         halt = threading.Event()
@@ -138,15 +145,31 @@ def run_sweep(tool: Tool, url: str, points: list[Point], spec: SweepSpec, datase
         looker = threading.Thread(target=look, name="bench-serve-look", daemon=True)
         looker.start()
         try:
-            assert proc.stdout is not None
+            assert proc.stdout is not None and proc.stdin is not None
+            before: servercounts.Counts | str = "not read"
+            level = LevelWatch(servers, router_metrics)
             for line in proc.stdout:
+                if line.startswith(READY):
+                    before = servercounts.read(count_urls)
+                    level = LevelWatch(servers, router_metrics)
+                    level.start()
+                    try:
+                        proc.stdin.write("go\n")
+                        proc.stdin.flush()
+                    except OSError:  # the driver died: its missing points are reported below
+                        pass
+                    continue
                 if not line.startswith(MARK):
                     continue
                 status = json.loads(line[len(MARK):])
+                verdict = level.stop()
                 point = by_index[status["index"]]
                 result = _last_json_line(outs[point.index]) if status["ok"] else None
+                client = status.get("client")
                 metrics = from_tool_result(point, result, exact_counts=exact, gpus=gpus,
-                                           failure=status.get("error"))
+                                           failure=status.get("error"), client=client,
+                                           server=_server_counts(count_urls, before, result, client))
+                metrics.bottleneck = verdict
                 results[point.index] = metrics
                 on_point(metrics)
             try:
@@ -154,6 +177,7 @@ def run_sweep(tool: Tool, url: str, points: list[Point], spec: SweepSpec, datase
             except subprocess.TimeoutExpired:
                 pass  # its output is closed and every point reported: killed below
         finally:
+            level.stop()
             timer.cancel()
             halt.set()
             _kill(proc)
@@ -169,6 +193,18 @@ def run_sweep(tool: Tool, url: str, points: list[Point], spec: SweepSpec, datase
 
 
 LOOK_S = 2.0  # how often a running sweep asks STOP_WHEN
+
+
+def _server_counts(urls: tuple[str, ...], before: servercounts.Counts | str, result: dict[str, Any] | None,
+                   client: dict[str, Any] | None) -> dict[str, Any]:
+    """The `server` document of a point: the servers' counters' growth over it, or why it was not read."""
+    if isinstance(before, str):
+        return {"checked": False, "why": before, "servers": list(urls)}
+    expected = int((result or {}).get("completed") or 0) + int(((client or {}).get("warmup") or {}).get("ok") or 0)
+    after = servercounts.settled(urls, before, expected)
+    if isinstance(after, str):
+        return {"checked": False, "why": after, "servers": list(urls)}
+    return {"checked": True, "delta": after.minus(before), "servers": list(urls)}
 
 
 def _kill(proc: subprocess.Popen) -> None:

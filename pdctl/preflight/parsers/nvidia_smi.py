@@ -1,5 +1,6 @@
 """`nvidia-smi -q` text -> GPU inventory: driver/CUDA versions, each GPU's product name, UUID and fabric
-(multi-node NVLink) state.
+(multi-node NVLink) state, and what `pdctl status` shows of it (utilisation, memory used, active clock event
+reasons that slow the GPU down, MIG mode).
 
 The fabric block (`Fabric: State / Status / CliqueId / ClusterUUID`) is how NVL72 racks say which GPUs share
 an NVLink domain: same ClusterUUID and CliqueId, state Completed and status Success. An H100 HGX board reports
@@ -50,6 +51,10 @@ class Gpu:
     uuid: str | None
     memory_mib: int | None
     fabric: Fabric | None
+    utilization_pct: float | None = None  # N/A on a MIG-enabled GPU
+    memory_used_mib: int | None = None
+    throttle: tuple[str, ...] = ()  # active clock event reasons that slow a busy GPU (not Idle, not app clocks)
+    mig: bool = False
 
     @property
     def kind(self) -> str:
@@ -85,6 +90,33 @@ def _value(raw: str | None) -> str | None:
     return None if value in ("", "N/A", "Not Supported", "[N/A]") else value
 
 
+def _mib(value: str | None) -> int | None:
+    match = re.match(r"(\d+)\s*MiB", value or "")
+    return int(match.group(1)) if match else None
+
+
+def _pct(value: str | None) -> float | None:
+    match = re.match(r"(\d+(?:\.\d+)?)\s*%", value or "")
+    return float(match.group(1)) if match else None
+
+
+# The clock event reasons that slow a busy GPU down (`Clocks Event Reasons`, `Clocks Throttle Reasons` before
+# driver 535); Idle, Applications Clocks Setting and Display Clock Setting are not throttling.
+THROTTLE_KEYS = ("sw power cap", "hw slowdown", "hw thermal slowdown", "hw power brake slowdown",
+                 "sync boost", "sw thermal slowdown")
+
+
+def _throttle(values: dict[str, str | None]) -> tuple[str, ...]:
+    found = []
+    for section in ("clocks event reasons", "clocks throttle reasons"):
+        for path, value in values.items():
+            if path.startswith(section + ".") and (value or "").lower() == "active":
+                reason = path.rsplit(".", 1)[-1]
+                if reason in THROTTLE_KEYS and reason not in found:
+                    found.append(reason)
+    return tuple(found)
+
+
 def parse_nvidia_smi_q(text: str) -> GpuInventory:
     """Parse `nvidia-smi -q` (also `-a`). Lines are `<indent>Key : value`; sections are keys without a
     value; a GPU starts at a top-level `GPU <bus id>` line."""
@@ -100,11 +132,11 @@ def parse_nvidia_smi_q(text: str) -> GpuInventory:
         if any(k.startswith("fabric.") for k in current):
             fabric = Fabric(current.get("fabric.state"), current.get("fabric.status"),
                             current.get("fabric.cliqueid"), current.get("fabric.clusteruuid"))
-        memory = current.get("fb memory usage.total")
-        match = re.match(r"(\d+)\s*MiB", memory or "")
         gpus.append(Gpu(
             bus_id=str(current["bus"]), name=current.get("product name") or "unknown",
-            uuid=current.get("gpu uuid"), memory_mib=int(match.group(1)) if match else None, fabric=fabric,
+            uuid=current.get("gpu uuid"), memory_mib=_mib(current.get("fb memory usage.total")), fabric=fabric,
+            utilization_pct=_pct(current.get("utilization.gpu")), memory_used_mib=_mib(current.get("fb memory usage.used")),
+            throttle=_throttle(current), mig=(current.get("mig mode.current") or "").lower() == "enabled",
         ))
 
     for line in text.splitlines():

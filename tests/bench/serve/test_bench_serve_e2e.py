@@ -6,12 +6,14 @@ deployment). Lengths and request counts are small: the numbers must add up exact
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
 import pytest
 import requests
 
+from pdctl.bench.serve.sanity import RULES
 from tests.support.chromium import Chromium
 from tests.support.launch_e2e import pdctl
 from tests.support.launch_samples import local_cpu, local_cpu_reference
@@ -54,11 +56,17 @@ def _bench(run: dict, *args: str, timeout: float = 900) -> tuple[object, dict]:
     return done, doc
 
 
-def _check_side(p: dict, isl: int, osl: int) -> None:
+def _check_side(p: dict, concurrency: int, isl: int, osl: int) -> None:
     """One deployment's numbers at one point are what was sent, and internally consistent."""
     assert (p["requests"], p["completed"], p["errors"]) == (4, 4, 0), p
     assert p["input_tokens"] == 4 * isl and p["output_tokens"] == 4 * osl, p  # exact: ids in, server counts out
     assert p["problems"] == [] and p["error_samples"] == []
+    # the sanity checks ran and agree: a warm-up first, the concurrency reached, the servers counted the same
+    assert p["client"]["warmup"]["sent"] >= 1 and p["client"]["peak_in_flight"] == concurrency, p["client"]
+    warm = p["client"]["warmup"]
+    assert p["server"]["checked"] is True, p["server"]
+    assert p["server"]["delta"] == {"requests": 4 + warm["ok"], "prompt_tokens": 4 * isl + warm["prompt_tokens"],
+                                    "generation_tokens": 4 * osl + warm["output_tokens"]}, p["server"]
     for key in ("ttft_ms", "itl_ms", "e2e_ms", "tpot_ms"):
         q = p[key]
         assert 0 < q["p50"] <= q["p90"] <= q["p99"], (key, q)
@@ -82,8 +90,8 @@ def test_sweep_against_a_launched_colocated_control(pd_run: dict, chromium: Chro
     assert [(p["concurrency"], p["isl"], p["osl"]) for p in doc["points"]] == [
         (1, 16, 6), (1, 40, 6), (2, 16, 6), (2, 40, 6)]
     for p in doc["points"]:
-        _check_side(p, p["isl"], p["osl"])
-        _check_side(p["control"], p["isl"], p["osl"])
+        _check_side(p, p["concurrency"], p["isl"], p["osl"])
+        _check_side(p["control"], p["concurrency"], p["isl"], p["osl"])
         assert p["output_tok_s_per_gpu"] == pytest.approx(p["output_tok_s"] / PD_GPUS)
         assert p["ratio"]["ttft_ms"]["p50"] == pytest.approx(p["ttft_ms"]["p50"] / p["control"]["ttft_ms"]["p50"])
         assert p["ratio"]["output_tok_s"] == pytest.approx(p["output_tok_s"] / p["control"]["output_tok_s"])
@@ -111,7 +119,7 @@ def test_gate_fails_a_slowed_candidate(pd_run: dict) -> None:
     # real text this time: the shipped GSM8K questions, tokenized by the tool and cut to exactly 16 tokens
     with SlowProxy(pd_run["router"], delay_s=0.4) as slow:
         done, doc = _bench(pd_run, "--url", slow.url, "--control-url", pd_run["router"], "--concurrency", "1",
-                           "--isl", "16", "--osl", "4", "--num-prompts", "3", "--warmup", "0", "--dataset", "gsm8k",
+                           "--isl", "16", "--osl", "4", "--num-prompts", "3", "--warmup", "1", "--dataset", "gsm8k",
                            "--max-regression", "5%", "--gate-metrics", "ttft_ms.p50,e2e_ms.p50")
         assert slow.requests >= 3
     assert done.returncode == 1, done.stdout + done.stderr
@@ -134,3 +142,41 @@ def test_failed_requests_fail_the_run(pd_run: dict) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert doc["ok"] is False and doc["points"][0]["errors"] == 2 and doc["points"][0]["completed"] == 0
     assert doc["points"][0]["error_samples"], doc["points"][0]
+
+
+def _no_text(body: bytes) -> bytes:
+    """A front that passes the engine's answer on without the generated text (its stream's events, emptied):
+    the client receives no token. SGLang's tool then reports the requested length as generated."""
+    out = []
+    for line in body.split(b"\n"):
+        if line.startswith(b"data: {"):
+            event = json.loads(line[len(b"data: "):])
+            event["text"], event["output_ids"] = "", []
+            line = b"data: " + json.dumps(event).encode()
+        out.append(line)
+    return b"\n".join(out)
+
+
+SHORT = ("--concurrency", "2", "--isl", "16", "--osl", "4", "--num-prompts", "4")
+
+
+@pytest.mark.parametrize(("args", "proxy", "rule"), [
+    pytest.param(("--warmup", "1"), {"answer": _no_text}, "zero-tokens", id="zero-tokens"),
+    pytest.param(("--warmup", "1", "--concurrency", "6"), None, "concurrency-not-reached", id="concurrency"),
+    pytest.param(("--warmup", "0"), None, "no-warmup", id="no-warmup"),
+    pytest.param(("--warmup", "1"), {"duplicate": True}, "server-disagrees", id="server-disagrees"),
+])
+def test_sanity_checks_fail_a_run_that_measured_nothing_or_something_else(pd_run: dict, args: tuple, proxy: dict | None,
+                                                                          rule: str) -> None:
+    # each bad run made for real against the launched PD deployment: a front that drops the generated text, more
+    # slots (6) than requests (4), no warm-up, a front that sends every request twice (the servers count 2x)
+    with contextlib.ExitStack() as stack:
+        url = pd_run["router"] if proxy is None else stack.enter_context(SlowProxy(pd_run["router"], **proxy)).url
+        done, doc = _bench(pd_run, "--url", url, *SHORT, *args)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert doc["ok"] is False and "BENCH FAILED" in done.stdout
+    (point,) = doc["points"]
+    fired = {p.split(":", 1)[0] for p in point["problems"] if p.split(":", 1)[0] in RULES}
+    assert fired == {rule}, point["problems"]  # that rule, and no other sanity rule, said no
+    if rule != "zero-tokens":  # (0 tokens also breaks the exact output-token count)
+        assert len(point["problems"]) == 1, point["problems"]

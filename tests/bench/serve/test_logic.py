@@ -25,9 +25,16 @@ def _tool_result(n: int, isl: int, osl: int, *, ttft: float = 10.0, itl: float =
     return doc
 
 
+def _client(point: Point, *, peak: int | None = None, warm: int = 1) -> dict:
+    """What pdctl's driver reports around the tool's requests (sglang_driver.Recorder.document)."""
+    return {"warmup": {"sent": warm, "ok": warm, "prompt_tokens": warm * point.isl,
+                       "output_tokens": warm * min(point.osl, 32)},
+            "peak_in_flight": point.concurrency if peak is None else peak, "sent": point.requests}
+
+
 def _metrics(point: Point, **kw) -> PointMetrics:
     return from_tool_result(point, _tool_result(point.requests, point.isl, point.osl, **kw), exact_counts=True,
-                            gpus=3)
+                            gpus=3, client=_client(point))
 
 
 def test_grid_is_concurrency_major_with_requests_per_concurrency() -> None:
