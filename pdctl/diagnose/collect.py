@@ -1,6 +1,6 @@
 """Reading a run for diagnose: every started process's log (through its executor, as `pdctl logs` reads it:
-local file, ssh, Slurm step, Kubernetes pod) and its end or state, as pdctl status lines appended to its log
-lines (kb_platform.EXIT_LINE ...), so that one matcher reads both."""
+local file, ssh, Slurm step, Kubernetes pod) and its end or state, as pdctl status lines (kb_platform.EXIT_LINE
+...), so that one matcher reads both."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def read_process(record: dict[str, Any], *, live: bool, hung_s: float | None = N
     extra, failed = status_lines(record, live=live, hung_s=hung_s)
     return ProcessLog(name=str(record.get("name")), role=str(record.get("role")),
                       replica=int(record.get("replica") or 0), node=str(record.get("node")),
-                      lines=[*text.splitlines(), *extra], failed=failed)
+                      lines=text.splitlines(), status=extra, failed=failed)
 
 
 def diagnose_run(run_dir: str | Path | None, *, hung: Mapping[str, float] | None = None,

@@ -21,14 +21,16 @@ WORKER_ROLES = ("prefill", "decode", "colocated")
 
 @dataclass
 class ProcessLog:
-    """What diagnose reads of one process: its log lines (pdctl's status lines appended) and whether it ended
-    or hangs (a process that failed without a known signature is an unknown failure)."""
+    """What diagnose reads of one process: its log lines, pdctl's status lines about its end or state
+    (kb_platform.EXIT_LINE ...), and whether it ended or hangs (a process that failed without a known signature
+    is an unknown failure)."""
 
     name: str
     role: str
     replica: int
     node: str
     lines: list[str]
+    status: list[str] = field(default_factory=list)
     failed: bool = False
 
 
@@ -46,6 +48,7 @@ class Finding:
     context: list[str] = field(default_factory=list)
     follows: str | None = None  # the process whose failure explains this one
     explanation: str = ""
+    end: bool = False  # the process's end or state (exited, stopped, hung), not a line of its log
 
     @property
     def what(self) -> str:
@@ -65,6 +68,7 @@ class Finding:
             "releases": (sig.releases or None) if sig else None, "severity": sig.severity if sig else "error",
             "line": self.line, "time": self.time.isoformat() if self.time else None,
             "context": self.context, "follows": self.follows, "explanation": self.explanation or None,
+            "end": self.end,
         }
 
 
@@ -101,19 +105,26 @@ class Diagnosis:
         return "diagnosis (root cause first):\n" + "\n".join(out)
 
 
-def finding_of(log: ProcessLog, catalogue: Sequence[Signature] = CATALOGUE) -> Finding | None:
-    """LOG's first failure: a known signature's first line, else (when the process failed) an unknown one."""
+def findings_of(log: ProcessLog, catalogue: Sequence[Signature] = CATALOGUE) -> list[Finding]:
+    """LOG's first failure in its log (a known signature's first line) and, when the process ended or hangs, that
+    end (a stopped prefill that logged an error earlier has both); a failed process with neither known is an
+    unknown failure, shown with the lines around its first error."""
     base = {"process": log.name, "role": log.role, "replica": log.replica, "node": log.node}
+    out = []
     hit: Hit | None = first_hit(log.lines, catalogue)
     if hit is not None:
         lo = max(0, hit.line_no - 2)
-        return Finding(**base, signature=hit.signature, line=hit.line.strip(), time=hit.time,
-                       context=log.lines[lo: hit.line_no + 3])
-    if not log.failed:
-        return None
+        out.append(Finding(**base, signature=hit.signature, line=hit.line.strip(), time=hit.time,
+                           context=log.lines[lo: hit.line_no + 3]))
+    ended = first_hit(log.status, catalogue)
+    if ended is not None:
+        out.append(Finding(**base, signature=ended.signature, line=ended.line, time=None, context=[], end=True))
+    if out or not log.failed:
+        return out
     index, context = error_context(log.lines)
-    return Finding(**base, signature=None, line=log.lines[index].strip() if index is not None else None,
-                   time=time_near(log.lines, index) if index is not None else None, context=context)
+    return [Finding(**base, signature=None, line=log.lines[index].strip() if index is not None else None,
+                    time=time_near(log.lines, index) if index is not None else None, context=context + log.status,
+                    end=True)]
 
 
 def _blamed(finding: Finding, other: Finding) -> bool:
@@ -133,16 +144,21 @@ def _when(f: Finding) -> tuple[int, datetime]:
 
 
 def explain(logs: Sequence[ProcessLog], catalogue: Sequence[Signature] = CATALOGUE) -> Diagnosis:
-    """Every process's first failure, root causes first (in time order), then the failures they explain."""
-    found = [f for f in (finding_of(log, catalogue) for log in logs) if f is not None]
+    """Every process's first failure (and its end), root causes first: those that explain another, then the
+    other roots, in time order; then the failures they explain. A consequence follows a failure of the role it
+    blames: that process's end (it stopped, died, hangs) before anything it logged, else the earliest one."""
+    found = [f for log in logs for f in findings_of(log, catalogue)]
+    explaining: set[int] = set()
     for f in found:
-        causes = sorted((o for o in found if _blamed(f, o) and not (o.signature and o.signature.blames)), key=_when)
-        if not causes:  # a consequence of a consequence (the router's 503 after decode's timeout) still links
-            causes = sorted((o for o in found if _blamed(f, o)), key=_when)
+        blamed = [o for o in found if _blamed(f, o)]
+        roots = [o for o in blamed if not (o.signature and o.signature.blames)]
+        causes = sorted(roots or blamed, key=lambda o: (not o.end, _when(o)))
         if causes:
             cause = causes[0]
+            explaining.add(id(cause))
             f.follows = cause.process
             f.explanation = f"{f.process}'s {f.what} follows {cause.process}'s {cause.what}"
-    roots = sorted((f for f in found if f.follows is None), key=lambda f: (not f.is_failure, _when(f)))
+    roots = sorted((f for f in found if f.follows is None),
+                   key=lambda f: (not f.is_failure, id(f) not in explaining, _when(f)))
     rest = sorted((f for f in found if f.follows is not None), key=_when)
     return Diagnosis(findings=roots + rest, checked=len(logs))

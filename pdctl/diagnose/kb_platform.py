@@ -99,7 +99,7 @@ SIGNATURES = (
         "pdctl/reference/roles/decode.py (_poll)", blames="prefill"),
     Signature(
         "ref-peer-gone", "reference engine",
-        r"prefill bootstrap server \S+ (did not answer|is gone|refused)|KV transfer failed: .*(refused|gone|dead)",
+        r"prefill bootstrap server \S+ (did not answer|is unreachable)",
         "decode could not reach its prefill's bootstrap server: the prefill died or stopped answering",
         "find why the prefill died (listed first); `pdctl restart prefill:N`",
         "pdctl/reference/roles/bootstrap.py", blames="prefill"),

@@ -16,7 +16,7 @@ def test_decode_timeout_follows_the_stopped_prefill_which_comes_first() -> None:
     found = explain([
         ProcessLog("decode-0", "decode", 0, "local", ["2026-12-03 10:40:00 INFO up", WAITING]),
         ProcessLog("router", "router", 0, "local", [NO_PREFILL]),
-        ProcessLog("prefill-0", "prefill", 0, "local", ["2026-12-03 10:40:00 INFO up", STOPPED_LINE], failed=True),
+        ProcessLog("prefill-0", "prefill", 0, "local", ["2026-12-03 10:40:00 INFO up"], [STOPPED_LINE], failed=True),
     ])
     assert [f.process for f in found.findings] == ["prefill-0", "decode-0", "router"]
     assert found.root.what == "stopped" and found.failed
@@ -40,8 +40,9 @@ def test_roots_are_in_time_order_and_an_unexplained_consequence_stays_a_root() -
 def test_an_unknown_failure_shows_its_first_error_and_says_no_known_cause() -> None:
     lines = ["2026-12-03 10:40:00 INFO loading", "2026-12-03 10:40:01 INFO still loading",
              "Traceback (most recent call last):", '  File "x.py", line 1, in <module>',
-             "ZeroDivisionError: division by zero", EXIT_LINE.format(code=1, signal="")]
-    found = explain([ProcessLog("prefill-0", "prefill", 0, "local", lines, failed=True)])
+             "ZeroDivisionError: division by zero"]
+    found = explain([ProcessLog("prefill-0", "prefill", 0, "local", lines, [EXIT_LINE.format(code=1, signal="")],
+                                failed=True)])
     (f,) = found.findings
     assert f.signature is None and found.failed
     assert f.to_json()["cause"] == NO_KNOWN_CAUSE and f.to_json()["fix"] is None
@@ -60,8 +61,21 @@ def test_a_collective_timeout_follows_the_failure_of_another_rank_of_the_same_se
     found = explain([
         ProcessLog("decode-0-n0", "decode", 0, "n0", [("[2026-12-03 10:50:00] [Rank 0] Watchdog caught collective "
                                                       "operation timeout: WorkNCCL(SeqNum=5)")]),
-        ProcessLog("decode-0-n1", "decode", 0, "n1", [EXIT_LINE.format(code=-9, signal=" (SIGKILL)")], failed=True),
-        ProcessLog("decode-1", "decode", 1, "n2", [EXIT_LINE.format(code=-6, signal=" (SIGABRT)")], failed=True),
+        ProcessLog("decode-0-n1", "decode", 0, "n1", [], [EXIT_LINE.format(code=-9, signal=" (SIGKILL)")], failed=True),
+        ProcessLog("decode-1", "decode", 1, "n2", [], [EXIT_LINE.format(code=-6, signal=" (SIGABRT)")], failed=True),
     ])
     nccl = next(f for f in found.findings if f.what == "nccl-watchdog")
     assert nccl.follows == "decode-0-n1"
+
+
+def test_a_stopped_process_that_logged_an_earlier_request_error_is_blamed_for_its_stop() -> None:
+    """A request refused earlier (its pool was too small) is an unrelated root; decode's timeout follows the stop."""
+    kv_oom = ("2026-12-03 10:30:00,000 WARNING pdctl.reference.scheduler: request a failed (HTTP 503): KV cache out of "
+              "memory in the full pool: need 90 pages of 16 tokens, 30 of 32 free (raise --max-total-tokens)")
+    found = explain([
+        ProcessLog("decode-0", "decode", 0, "local", [WAITING]),
+        ProcessLog("prefill-0", "prefill", 0, "local", [kv_oom], [STOPPED_LINE], failed=True),
+    ])
+    assert [(f.process, f.what) for f in found.findings] == [
+        ("prefill-0", "stopped"), ("prefill-0", "ref-kv-oom"), ("decode-0", "sglang-waiting-timeout")]
+    assert found.findings[2].explanation.endswith("follows prefill-0's stopped")
