@@ -18,6 +18,8 @@ import pytest
 import requests
 
 from pdctl.executors.local import proc_stat
+from tests.launch.test_e2e_faults import _records as records
+from tests.launch.test_e2e_faults import record
 from tests.support.launch_e2e import pdctl
 from tests.support.launch_samples import local_cpu
 from tests.support.net import wait_for
@@ -50,18 +52,6 @@ def dep(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
         if (run_dir / "state.json").exists():
             pdctl("down", "--run-dir", str(run_dir), cwd=tmp, timeout=120)
             assert_no_orphans(run_dir)
-
-
-def records(run_dir: Path) -> list[dict]:
-    try:
-        state = json.loads((run_dir / "state.json").read_text())
-    except (OSError, ValueError):
-        return []
-    return [r for r in [*state["processes"], state.get("router") or {}] if r.get("pid")]
-
-
-def record(dep: dict, name: str) -> dict:
-    return next(r for r in records(dep["run_dir"]) if r["name"] == name)
 
 
 def log_of(dep: dict, name: str) -> str:
