@@ -16,6 +16,7 @@ class PdctlError(Exception):
         super().__init__(message)
         self.message = message
         self.detail = detail  # e.g. the tail of a failing process's log
+        self.diagnosis: dict | None = None  # a failing run's diagnosis (pdctl.diagnose), for the JSON document
 
 
 class UserError(PdctlError):

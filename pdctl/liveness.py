@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import requests
 
+from pdctl.diagnose.collect import with_diagnosis
 from pdctl.errors import CheckFailed
 from pdctl.executors import executor_for
 from pdctl.render.kinds import process_kind
@@ -97,7 +98,12 @@ class Liveness:
         return "; ".join(d.describe() for d in self.dead)
 
     def error(self, doing: str) -> CheckFailed:
-        """CheckFailed (exit 1) naming every dead or hung process, with their log tails as the detail."""
+        """CheckFailed (exit 1) naming every dead or hung process, with their log tails as the detail; its
+        message ends with the run's diagnosis (pdctl.diagnose: the root cause first)."""
+        return with_diagnosis(self._error(doing), self.run_dir, live=not self.stopped,
+                              hung={d.name: d.hung_for_s for d in self.dead if d.hung_for_s is not None})
+
+    def _error(self, doing: str) -> CheckFailed:
         tails = "\n".join(f"--- last lines of {d.log or f'pod {d.pod}'} ---\n{d.tail or '(empty)'}" for d in self.dead)
         if self.stopped:
             return CheckFailed(f"{doing}: run {self.run_dir} was stopped (`pdctl down`) while it ran: {self.summary()}",

@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "reference": "pdctl.cli.reference:reference",
     "suggest": "pdctl.cli.suggest:suggest",
     "runs": "pdctl.cli.runs:runs",
+    "diagnose": "pdctl.cli.diagnose:diagnose",
     "diff": "pdctl.cli.diff:diff",
 }
 
@@ -50,6 +51,7 @@ SHORT_HELP: dict[str, str] = {
     "bench": "Serving sweeps against a control (bench serve).",
     "reference": "The CPU reference engine: checkpoints and serving.",
     "suggest": "The PD topology to run under TTFT/ITL targets (AIConfigurator + SGLang rules + KV transfer).",
+    "diagnose": "From a failed run's logs to the cause and the fix (root cause first).",
     "runs": "Past and live runs launched from here: name, state, started, run dir.",
     "diff": "What differs between two runs (lock.json): topology, versions, node facts.",
 }
@@ -120,8 +122,8 @@ def run(argv: list[str] | None = None) -> int:
         return 2
     except PdctlError as exc:
         print_error(exc.message, exc.detail)
-        if exc.exit_code == 2:
-            write_error_document(args, exc.message)
+        if exc.exit_code == 2 or exc.diagnosis is not None:
+            write_error_document(args, exc.message, diagnosis=exc.diagnosis)
         return exc.exit_code
     except KeyboardInterrupt:
         print_error("interrupted")

@@ -73,9 +73,10 @@ def json_target(argv: list[str]) -> str | None:
     return None
 
 
-def write_error_document(argv: list[str], message: str) -> None:
+def write_error_document(argv: list[str], message: str, *, diagnosis: dict[str, Any] | None = None) -> None:
     """CLI.md: every command given `--json PATH` that exits 2 writes {"ok": false, "error": ...} there (or to
-    stdout for '-'); a PATH that cannot be written is left alone (the error was already printed)."""
+    stdout for '-'); a PATH that cannot be written is left alone (the error was already printed). A command
+    that fails (exit 1) because a process of its run died or hung writes it too, with the run's "diagnosis"."""
     from pdctl.cli.console import write_json
     from pdctl.errors import UserError
 
@@ -83,7 +84,7 @@ def write_error_document(argv: list[str], message: str) -> None:
     if not path:
         return
     try:
-        write_json(path, {"ok": False, "error": message})
+        write_json(path, {"ok": False, "error": message, **({"diagnosis": diagnosis} if diagnosis else {})})
     except UserError:
         pass
 

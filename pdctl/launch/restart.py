@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pdctl.diagnose.collect import with_diagnosis
 from pdctl.errors import CheckFailed, UserError
 from pdctl.executors import executor_for
 from pdctl.launch.health import router_workers, worker_health, worker_is_healthy
@@ -91,7 +92,10 @@ def restart(run_dir: str | Path | None, target: str, *, timeout_s: float = 300.0
         records.append(record)
         _replace(path, record)
     for record in records:
-        _wait_serving(record, start + timeout_s)
+        try:
+            _wait_serving(record, start + timeout_s)
+        except CheckFailed as exc:  # the restarted process died or never served: why, from the run's logs
+            raise with_diagnosis(exc, path, live=True) from None
     if role != "router":
         router = (read_state(path).get("router") or {}).get("url")
         for record in records:

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from pdctl.diagnose.collect import with_diagnosis
 from pdctl.errors import CheckFailed, UserError
 from pdctl.executors import executor_for
 from pdctl.launch.health import router_ready, worker_health
@@ -246,6 +247,8 @@ def supervise(
         _watch(launch)
         return launch.state.document()  # not reached: _watch only ends by raising
     except BaseException as exc:
+        if isinstance(exc, CheckFailed):  # a process exited or never turned healthy: diagnose before stopping
+            with_diagnosis(exc, run_dir, live=True)  # all (their ends are news, pdctl's stop is not yet)
         with _no_interrupts():  # a second Ctrl-C must not cut the teardown short and leave orphans
             stop_records(launch.state.records())
         for record in launch.state.records():

@@ -415,6 +415,8 @@ class Scheduler(PDHandoff):
             # Failed before the role got it (rejected, OOM, step error): the role tells its PD peer now.
             self.role.abort_request(self._info(req), error)
         if error is not None:
+            # in the server's log too (as SGLang logs its aborts): `pdctl diagnose` reads logs, not answers
+            log.warning("request %s failed (HTTP %d): %s", req.rid, status, error)
             req.fail(error, status)
         else:
             req.finish, req.state = reason, "finished"

@@ -211,7 +211,10 @@ def named_hung(proc: subprocess.Popen, stopped: dict, who: str) -> str:
 
 def test_a_stopped_prefill_during_parity_is_named(dep: dict) -> None:
     proc = sending(dep, parity_against_itself(dep), "parity's first send")
-    assert "parity stopped" in named_hung(proc, record(dep, "prefill-0"), "prefill:0")
+    flat = named_hung(proc, record(dep, "prefill-0"), "prefill:0")
+    assert "parity stopped" in flat
+    # the message ends with the diagnosis (issue 38): the stopped prefill is the root cause
+    assert "diagnosis (root cause first): 1. prefill-0: stopped (process)" in flat, flat
     healed(dep)
 
 
@@ -223,6 +226,7 @@ def test_a_killed_prefill_during_parity_is_named_and_restart_brings_it_back(dep:
     assert code == 1, flat
     assert f"prefill:0 (prefill-0, node local, pid {prefill['pid']}) exited" in flat, flat
     assert "parity stopped" in flat and "Traceback" not in flat
+    assert "diagnosis (root cause first): 1. prefill-0: exited-silently" in flat, flat  # issue 38
     wait_for(lambda: not live_pids(group_pids([prefill])), timeout=60,  # nothing of the killed group orphaned
              what="the killed prefill's process group to be gone")
     done = pdctl("restart", "prefill:0", "--run-dir", str(dep["run_dir"]), cwd=dep["tmp"], timeout=400)

@@ -1,0 +1,81 @@
+"""Ordering failures across processes, root cause first, and the unknown failure (pure: pdctl.diagnose.explain)."""
+
+from __future__ import annotations
+
+from pdctl.diagnose.explain import NO_KNOWN_CAUSE, ProcessLog, explain
+from pdctl.diagnose.kb_platform import EXIT_LINE, STOPPED_LINE
+
+WAITING = ("[2026-12-03 10:45:00 TP0] Decode transfer failed for request rank=0 decode_req.req.rid='a' decode_req.req."
+           "bootstrap_room=7 with exception KVTransferError(bootstrap_room=7): Request 7 timed out after 300.0s in "
+           "KVPoll.WaitingForInput")
+NO_PREFILL = ("2026-12-03 10:46:00 ERROR sglang_router_rs::routers::http::pd_router: Failed to select PD pair error=No "
+              "available prefill workers (all circuits open or unhealthy)")
+
+
+def test_decode_timeout_follows_the_stopped_prefill_which_comes_first() -> None:
+    found = explain([
+        ProcessLog("decode-0", "decode", 0, "local", ["2026-12-03 10:40:00 INFO up", WAITING]),
+        ProcessLog("router", "router", 0, "local", [NO_PREFILL]),
+        ProcessLog("prefill-0", "prefill", 0, "local", ["2026-12-03 10:40:00 INFO up"], [STOPPED_LINE], failed=True),
+    ])
+    assert [f.process for f in found.findings] == ["prefill-0", "decode-0", "router"]
+    assert found.root.what == "stopped" and found.failed
+    assert found.findings[1].explanation == "decode-0's sglang-waiting-timeout follows prefill-0's stopped"
+    assert found.findings[2].follows == "prefill-0"
+    assert "root cause first" in found.summary()
+
+
+def test_roots_are_in_time_order_and_an_unexplained_consequence_stays_a_root() -> None:
+    found = explain([
+        ProcessLog("decode-0", "decode", 0, "n1", [WAITING]),
+        ProcessLog("prefill-0", "prefill", 0, "n0",
+                   ["2026-12-03 10:41:00 ERROR x", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"]),
+        ProcessLog("prefill-1", "prefill", 1, "n0", ["[2026-12-03 10:39:00] x",
+                                                     "OSError: [Errno 98] Address already in use"]),
+    ])
+    assert [f.what for f in found.findings] == ["address-in-use", "cuda-oom", "sglang-waiting-timeout"]
+    assert found.findings[2].follows == "prefill-1"  # the earliest failure of the blamed role
+
+
+def test_an_unknown_failure_shows_its_first_error_and_says_no_known_cause() -> None:
+    lines = ["2026-12-03 10:40:00 INFO loading", "2026-12-03 10:40:01 INFO still loading",
+             "Traceback (most recent call last):", '  File "x.py", line 1, in <module>',
+             "ZeroDivisionError: division by zero"]
+    found = explain([ProcessLog("prefill-0", "prefill", 0, "local", lines, [EXIT_LINE.format(code=1, signal="")],
+                                failed=True)])
+    (f,) = found.findings
+    assert f.signature is None and found.failed
+    assert f.to_json()["cause"] == NO_KNOWN_CAUSE and f.to_json()["fix"] is None
+    assert f.context[0].endswith("INFO loading") and "ZeroDivisionError: division by zero" in f.context
+    assert NO_KNOWN_CAUSE in found.summary() and "ZeroDivisionError" in found.summary()
+
+
+def test_a_healthy_run_and_a_warning_alone_are_no_failure() -> None:
+    assert not explain([ProcessLog("decode-0", "decode", 0, "local", ["2026-12-03 10:40:00 INFO fine"])]).failed
+    warned = explain([ProcessLog("decode-0", "decode", 0, "local",
+                                 ["[2026-12-03 10:40:02] KV cache pool is full. Retract requests. #retracted_reqs: 1"])])
+    assert warned.findings and not warned.failed and warned.root is None
+
+
+def test_a_collective_timeout_follows_the_failure_of_another_rank_of_the_same_server() -> None:
+    found = explain([
+        ProcessLog("decode-0-n0", "decode", 0, "n0", [("[2026-12-03 10:50:00] [Rank 0] Watchdog caught collective "
+                                                      "operation timeout: WorkNCCL(SeqNum=5)")]),
+        ProcessLog("decode-0-n1", "decode", 0, "n1", [], [EXIT_LINE.format(code=-9, signal=" (SIGKILL)")], failed=True),
+        ProcessLog("decode-1", "decode", 1, "n2", [], [EXIT_LINE.format(code=-6, signal=" (SIGABRT)")], failed=True),
+    ])
+    nccl = next(f for f in found.findings if f.what == "nccl-watchdog")
+    assert nccl.follows == "decode-0-n1"
+
+
+def test_a_stopped_process_that_logged_an_earlier_request_error_is_blamed_for_its_stop() -> None:
+    """A request refused earlier (its pool was too small) is an unrelated root; decode's timeout follows the stop."""
+    kv_oom = ("2026-12-03 10:30:00,000 WARNING pdctl.reference.scheduler: request a failed (HTTP 503): KV cache out of "
+              "memory in the full pool: need 90 pages of 16 tokens, 30 of 32 free (raise --max-total-tokens)")
+    found = explain([
+        ProcessLog("decode-0", "decode", 0, "local", [WAITING]),
+        ProcessLog("prefill-0", "prefill", 0, "local", [kv_oom], [STOPPED_LINE], failed=True),
+    ])
+    assert [(f.process, f.what) for f in found.findings] == [
+        ("prefill-0", "stopped"), ("prefill-0", "ref-kv-oom"), ("decode-0", "sglang-waiting-timeout")]
+    assert found.findings[2].explanation.endswith("follows prefill-0's stopped")
