@@ -18,6 +18,7 @@ from pdctl.compat import (
     memory,
     platform,
     roles,
+    states,
     swa,
     timeouts,
 )
@@ -86,6 +87,13 @@ RULES: list[Rule] = [
     Rule("hetero-tp-swa-version", "error", TRANSFER, swa.hetero_tp_swa_version,
          "upgrade SGLang to >= 0.5.22, or set hybrid_swa_memory: false, or use equal attention TP",
          "unequal TP + hybrid SWA + non-MLA on SGLang < 0.5.22"),
+    Rule("state-transfer-backend", "error", SILENT, states.state_transfer_backend,
+         "upgrade SGLang to >= 0.5.9, or use transfer.backend: mooncake",
+         "a hybrid linear-attention (mamba state) or DSA (indexer keys) model over NIXL on SGLang < 0.5.9, "
+         "which sends no state"),
+    Rule("mamba-hetero-tp", "error", TRANSFER, states.mamba_hetero_tp,
+         "upgrade SGLang (Mooncake >= 0.5.9, NIXL >= 0.5.11), or give prefill and decode the same attention TP",
+         "unequal attention TP with a hybrid linear-attention model before the release that slices its state"),
     Rule("hybrid-swa-memory-match", "error", TRANSFER, swa.hybrid_swa_memory_match,
          "set hybrid_swa_memory under server: (same on both roles)",
          "a hybrid-SWA model with hybrid_swa_memory on one role only"),
