@@ -44,3 +44,10 @@ STATE_TRANSFER_NIXL_SINCE = "0.5.9"
 MAMBA_HETERO_TP_SINCE = {"mooncake": "0.5.9", "nixl": "0.5.11"}
 MAMBA_HETERO_TP_PR = {"mooncake": "https://github.com/sgl-project/sglang/pull/16056",
                       "nixl": "https://github.com/sgl-project/sglang/pull/22240"}
+
+# NIXL and --disaggregation-ib-device (sglang PR #28737, read off the wheels): before 0.5.23 nixl/conn.py never
+# reads kv_args.ib_device — UCX picks devices from UCX_NET_DEVICES alone (unset: every device); from 0.5.23 it
+# maps the flag's HCAs to UCX's device_list per GPU, unless UCX_NET_DEVICES is set (then the flag is ignored,
+# with a warning).
+NIXL_IB_DEVICE_SINCE = "0.5.23"
+NIXL_IB_DEVICE_PR = "https://github.com/sgl-project/sglang/pull/28737"
