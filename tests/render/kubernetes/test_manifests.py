@@ -237,3 +237,28 @@ def test_set_overrides_reach_the_manifests(tmp_path: Path) -> None:
     assert [o["kind"] for o in objs].count("RoleBasedGroup") == 1 and "LeaderWorkerSet" not in result.stdout
     assert all(o["metadata"]["labels"]["team"] == "inference" for o in objs)
     assert validate_manifests(objs) == []
+
+
+@pytest.mark.parametrize("flavor", ["lws", "rbg"])
+def test_host_network_pods_of_a_role_never_share_a_machine(flavor: str) -> None:
+    # every replica serves replica 0's ports: with hostNetwork two prefill pods on one node would both bind
+    # 30000 and 8998 (sglang PR #31964's hazard), so the role's pods get a required anti-affinity by hostname
+    doc = variant(**{"kubernetes.flavor": flavor, "kubernetes.host_network": True, "prefill.replicas": 3,
+                     "kubernetes.affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                         "nodeSelectorTerms": [{"matchExpressions": [
+                             {"key": "pool", "operator": "In", "values": ["gpu"]}]}]}}}})
+    _, objs = manifests(doc)
+    assert validate_manifests(objs) == []
+    pods = [p for p in pods_of(objs) if p["metadata"]["labels"].get("pdctl.dev/role") in ("prefill", "decode")]
+    assert len(pods) == 4
+    for pod in pods:
+        spec = pod["spec"]
+        (term,) = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        role = pod["metadata"]["labels"]["pdctl.dev/role"]
+        assert term["topologyKey"] == "kubernetes.io/hostname"
+        assert term["labelSelector"]["matchLabels"]["pdctl.dev/role"] == role
+        assert all(pod["metadata"]["labels"][k] == v for k, v in term["labelSelector"]["matchLabels"].items())
+        assert "nodeAffinity" in spec["affinity"]  # the section's own affinity is kept
+    # the control: without hostNetwork pods have their own addresses and may share a node
+    _, plain = manifests(variant(**{"kubernetes.flavor": flavor, "prefill.replicas": 3}))
+    assert all("affinity" not in p["spec"] for p in pods_of(plain))
