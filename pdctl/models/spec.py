@@ -45,11 +45,6 @@ class LinearAttention:
         """Channels of the conv state: cat([query, key, value]) (Mamba2StateShape.create)."""
         return self.num_value_heads * self.value_head_dim + 2 * self.num_key_heads * self.key_head_dim
 
-    def splits(self, tp: int) -> bool:
-        """True when attention TP TP shards the heads evenly (SGLang pads the groups otherwise; pdctl does
-        not size that layout)."""
-        return self.num_key_heads % tp == 0 and self.num_value_heads % tp == 0
-
     def conv_state_bytes(self, tp: int = 1) -> int:
         """One request's conv state of one layer on one rank of attention TP TP: [conv_dim / tp, kernel - 1]."""
         return self.conv_dim // tp * (self.conv_kernel - 1) * self.conv_bytes
