@@ -63,7 +63,12 @@ def _print_model(out: Console, model: dict[str, Any], attn_tp: dict[str, dict[st
     kv = "MLA latent " + f"{model['kv_lora_rank']}+{model['qk_rope_head_dim']}" if model["mla"] else (
         f"{model['num_kv_heads']} KV heads x head_dim {model['head_dim']}")
     swa = (f"{len(model['swa_layers'])} sliding (window {model['sliding_window']}) + "
-           f"{len(model['full_layers'])} full" if model["hybrid_swa"] else f"{model['num_layers']} full")
+           f"{len(model['full_layers'])} full" if model["hybrid_swa"] else f"{len(model['full_layers'])} full")
+    if model.get("linear_layers"):
+        swa += (f" + {len(model['linear_layers'])} linear attention (mamba state "
+                f"{_human(model['state_bytes_per_request'])}/request at TP1)")
+    if model.get("index_head_dim"):
+        swa += f"; DSA indexer {model['index_head_dim']} ({model['indexer_bytes_per_token']:,} B/token)"
     out.print(f"[bold]model[/] {model['name']}  ({model['source']})", highlight=False)
     out.print(f"  {model['num_layers']} layers: {swa}; {model['num_attention_heads']} attention heads; {kv}",
               highlight=False)
@@ -168,6 +173,9 @@ def _print_transfer(out: Console, plan: dict[str, Any] | None) -> None:
         f"layers x {plan['swa_pages']} window pages; total {plan['total_descriptors']:,} descriptors, "
         f"{_human(plan['total_bytes'])}", highlight=False,
     )
+    for st in plan.get("states", []):
+        out.print(f"  + {st['kind']} state ({st['layers']} layers): {_human(st['bytes_per_decode_rank'])} per decode "
+                  f"rank x {st['decode_ranks']} = {_human(st['bytes'])}; {st['how']}", highlight=False)
 
 
 @click.command("check-compat")

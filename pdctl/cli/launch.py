@@ -387,10 +387,15 @@ def down(run_dir: str | None, grace: float) -> None:
 def restart(target: str, run_dir: str | None, timeout: float, force: bool) -> None:
     """Start one dead or hung process of a run again, in place (prefill, decode, colocated or router;
     REPLICA defaults to 0): same command, ports and log (the old one kept as .prev), re-registered with the
-    router. Local and ssh processes; exit 1 if it does not come back."""
+    router; a restarted prefill or decode must then serve a generate whose KV crosses the link with every
+    peer it pairs with. Local and ssh processes; exit 1 if it does not come back or a pair does not serve
+    (naming the peer to restart too)."""
     from pdctl.launch.restart import restart as do_restart
 
     done = do_restart(run_dir, target, timeout_s=timeout, force=force,
                       say=lambda m: err_console.print(m, highlight=False))
     console.print(f"restarted {', '.join(done['restarted'])} (pid {', '.join(map(str, done['pids']))}); serving and "
                   f"routed to after {done['ready_after_s']:g} s", highlight=False)
+    if done.get("link_proved"):
+        console.print(f"KV crossed {', '.join(done['link_proved'])}: a generate served over every pair it forms",
+                      highlight=False)

@@ -3,7 +3,8 @@
 The weights one rank holds (pdctl/models/weights.py: dtype and quantization aware) are subtracted from the
 memory SGLang gives its static pool (`mem_fraction_static` of the GPU, SGLang's own default when the
 topology does not set it), and the rest is divided by the bytes a token takes in that rank's pools (full and
-sliding-window, pdctl/sglang/memory.py). Two field incidents follow from it: weights that leave no room (SGLang
+sliding-window, pdctl/sglang/memory.py; a hybrid linear-attention model gives its mamba state pool its share
+first, a DSA model's indexer keys ride on every token). Two field incidents follow from it: weights that leave no room (SGLang
 fails at model load, after a multi-node launch) and a pool smaller than one prompt of the context length
 (sglang#30233: the prefill refuses the prompt, decode answers from KV it never received). `pdctl status`
 reads the real `max_total_num_tokens` of every server and compares it with this estimate.
@@ -14,7 +15,7 @@ page-aligned as SGLang aligns it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pdctl.compat.context import Context
@@ -111,7 +112,8 @@ def estimate(topo: Any, spec: ModelSpec, role: EffectiveRole) -> KvEstimate:
     if layout is None:
         return KvEstimate(role.name, gpu, None if rest_gib > 0 else 0,
                           why=f"kv_cache_dtype {role.kv_cache_dtype} is not sized here", **common)
-    sizes = memory.pool_sizes(rest_gib * memory.GIB, layout, page, user_cap)
+    kv_gib = memory.kv_share(rest_gib, spec.hybrid_linear, role.values.get("mamba_full_memory_ratio"))
+    sizes = memory.pool_sizes(kv_gib * memory.GIB, layout, page, user_cap)
     return KvEstimate(role.name, gpu, sizes.max_total_num_tokens, sizes.swa_tokens,
                       cell_bytes=round(layout.cell_bytes, 1), swa_window=spec.sliding_window, page_size=page, **common)
 
@@ -125,13 +127,15 @@ def _layout(spec: ModelSpec, role: EffectiveRole) -> memory.KvLayout | None:
         return None
     pp = max(1, role.pp)
     hybrid = spec.hybrid_swa and role.hybrid_swa_memory
-    full = len(spec.full_layers) if hybrid else spec.num_layers
+    full = len(spec.full_layers) if hybrid else len(spec.kv_layers)  # linear-attention layers hold no KV
     swa = len(spec.swa_layers) if hybrid else 0
     ratio = float(role.values.get("swa_full_tokens_ratio") or memory.SWA_FULL_TOKENS_RATIO)
     mla_dim = spec.kv_elems_per_token() if spec.mla else None
-    return memory.kv_layout(kv_heads=spec.num_kv_heads, head_dim=spec.head_dim, attn_tp=role.attn_tp,
-                            full_layers=-(-full // pp), swa_layers=-(-swa // pp), element_bytes=element,
-                            mxfp8=role.kv_cache_dtype == "mxfp8", mla_dim=mla_dim, swa_ratio=ratio)
+    layout = memory.kv_layout(kv_heads=spec.num_kv_heads, head_dim=spec.head_dim, attn_tp=role.attn_tp,
+                              full_layers=-(-full // pp), swa_layers=-(-swa // pp), element_bytes=element,
+                              mxfp8=role.kv_cache_dtype == "mxfp8", mla_dim=mla_dim, swa_ratio=ratio)
+    # DSA: the indexer's key cache sits next to every token's latent (DSATokenToKVPool.get_kv_size_bytes)
+    return replace(layout, full_bytes=layout.full_bytes + spec.indexer_bytes_per_token() / pp)
 
 
 def estimates(ctx: Context) -> list[KvEstimate]:

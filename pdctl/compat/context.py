@@ -88,7 +88,7 @@ class Context:
 
     def kv_entries(self, role: EffectiveRole) -> int:
         """KV buffers a role registers for transfer: one page envelope with unified memory, else K and V per layer."""
-        return 1 if role.unified_memory else 2 * self.spec.num_layers
+        return 1 if role.unified_memory else 2 * len(self.spec.kv_layers)
 
     def gpu_kinds(self, role: EffectiveRole) -> list[str]:
         """GPU kinds of a role's nodes, in node order, without repeats."""

@@ -16,8 +16,10 @@ from pdctl.compat import (
     handshake,
     heads,
     memory,
+    nixl,
     platform,
     roles,
+    states,
     swa,
     timeouts,
 )
@@ -86,6 +88,13 @@ RULES: list[Rule] = [
     Rule("hetero-tp-swa-version", "error", TRANSFER, swa.hetero_tp_swa_version,
          "upgrade SGLang to >= 0.5.22, or set hybrid_swa_memory: false, or use equal attention TP",
          "unequal TP + hybrid SWA + non-MLA on SGLang < 0.5.22"),
+    Rule("state-transfer-backend", "error", SILENT, states.state_transfer_backend,
+         "upgrade SGLang to >= 0.5.9, or use transfer.backend: mooncake",
+         "a hybrid linear-attention (mamba state) or DSA (indexer keys) model over NIXL on SGLang < 0.5.9, "
+         "which sends no state"),
+    Rule("mamba-hetero-tp", "error", TRANSFER, states.mamba_hetero_tp,
+         "upgrade SGLang (Mooncake >= 0.5.9, NIXL >= 0.5.11), or give prefill and decode the same attention TP",
+         "unequal attention TP with a hybrid linear-attention model before the release that slices its state"),
     Rule("hybrid-swa-memory-match", "error", TRANSFER, swa.hybrid_swa_memory_match,
          "set hybrid_swa_memory under server: (same on both roles)",
          "a hybrid-SWA model with hybrid_swa_memory on one role only"),
@@ -149,7 +158,14 @@ RULES: list[Rule] = [
     Rule("backend-known", "error", ARGS, platform.backend_known,
          "use transfer.backend nixl or mooncake on both roles; with protocol: tcp drop the IB device",
          "unknown or mismatched backend, or mooncake tcp with RDMA-only options"),
+    Rule("nixl-ib-device-port", "error", LOAD, nixl.nixl_ib_device_port,
+         "name HCAs without the port (ib_devices: [mlx5_0]; NIXL appends :1), or set UCX_NET_DEVICES in engine.env",
+         "a port-suffixed IB device (mlx5_0:1) for NIXL on SGLang >= 0.5.23, which refuses it"),
     # -- field incidents (pdctl/sglang/incidents.py): SGLang runs these, then fails late or answers wrongly --
+    Rule("nixl-ib-device", "warning", TRANSFER, nixl.nixl_ib_device,
+         "set UCX_NET_DEVICES in engine.env to the named HCAs' ports (mlx5_0:1,...), or upgrade SGLang to >= 0.5.23",
+         "NIXL on SGLang < 0.5.23 with IB devices named and UCX_NET_DEVICES unset: the flag pdctl renders is "
+         "ignored, UCX opens every device", incident=incidents.NIXL_IB_DEVICE_IGNORED.report),
     Rule("kv-capacity", "error", LOAD, capacity.kv_capacity,
          "raise mem_fraction_static, split the weights over more GPUs (tp), or use GPUs with more memory",
          "a rank's weights leave no memory for the KV cache (estimate from the weights, GPU memory, TP and "

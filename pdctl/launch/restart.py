@@ -6,6 +6,10 @@ other replica a restart. The process gets the same command, ports and log path (
 it as `<name>.log.prev`, so its last lines survive); its state.json record is replaced. The router of a PD
 deployment keeps the worker's URL from its command line: once the worker answers its health check again the
 router's checks take it back (pdctl.render.router.RECOVERY_FLAGS: seconds), which this command waits for.
+Health is not the proof: a restarted prefill or decode then sends one generate per pair it forms, straight to
+the pair the way the router sends it, and succeeds only when the decode answers from KV that crossed the link
+(pdctl.launch.pair_probe; sglang#33789: both sides healthy, nothing served); a pair that fails names the peer
+that must restart too.
 
 Executors: local and ssh processes restart through the executor that started them. Processes started as
 Slurm steps (srun) are refused: a step cannot be added back to a job's allocation from here reliably; `pdctl
@@ -24,6 +28,7 @@ from typing import Any
 from pdctl.diagnose.collect import with_diagnosis
 from pdctl.errors import CheckFailed, UserError
 from pdctl.executors import executor_for
+from pdctl.launch import pair_probe
 from pdctl.launch.health import router_workers, worker_health, worker_is_healthy
 from pdctl.launch.shutdown import stop_records
 from pdctl.liveness import LOG_TAIL_LINES, HealthClock, check_run
@@ -46,16 +51,20 @@ def parse_target(text: str) -> tuple[str, int]:
     return role, int(replica or 0)
 
 
-def _specs(run_dir: Path, role: str, replica: int) -> list[ProcessSpec]:
-    """The rendered processes of ROLE:REPLICA (every node rank) from the run's plan.json."""
+def _all_specs(run_dir: Path, role: str) -> list[ProcessSpec]:
+    """The rendered processes from the run's plan.json: the router's (ROLE router), else every worker's."""
     try:
         doc = json.loads((run_dir / DEPLOYMENT_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot read {run_dir / DEPLOYMENT_FILE}: {exc}") from exc
     names = {f.name for f in dataclasses.fields(ProcessSpec)}
     entries = [doc.get("router")] if role == "router" else list(doc.get("processes") or [])
-    specs = [ProcessSpec(**{k: v for k, v in e.items() if k in names}) for e in entries if isinstance(e, dict)]
-    return [s for s in specs if s.role == role and s.replica == replica]
+    return [ProcessSpec(**{k: v for k, v in e.items() if k in names}) for e in entries if isinstance(e, dict)]
+
+
+def _specs(run_dir: Path, role: str, replica: int) -> list[ProcessSpec]:
+    """The rendered processes of ROLE:REPLICA (every node rank) from the run's plan.json."""
+    return [s for s in _all_specs(run_dir, role) if s.role == role and s.replica == replica]
 
 
 def restart(run_dir: str | Path | None, target: str, *, timeout_s: float = 300.0, force: bool = False,
@@ -102,8 +111,30 @@ def restart(run_dir: str | Path | None, target: str, *, timeout_s: float = 300.0
             if record.get("url") and router:
                 say(f"waiting for the router to route to {record['name']}")
                 _wait_routed(router, record, start + timeout_s)
+    ready = round(time.monotonic() - start, 1)
+    proved = _prove_link(path, role, replica, records, say, deadline=start + timeout_s)
     return {"restarted": [r["name"] for r in records], "pids": [r["pid"] for r in records],
-            "ready_after_s": round(time.monotonic() - start, 1)}
+            "ready_after_s": ready, "link_proved": proved}
+
+
+def _prove_link(run_dir: Path, role: str, replica: int, records: list[dict[str, Any]],
+                say: Callable[[str], None], *, deadline: float) -> list[str]:
+    """One generate per PD pair the restarted replica forms, its KV over the link; CheckFailed naming the pair
+    and the peer to restart when one fails. Returns the pairs proved ('prefill-0 -> decode-0')."""
+    specs = _all_specs(run_dir, role)
+    backend = next((a for s in specs for i, a in enumerate(s.argv[1:])
+                    if s.argv[i] == "--disaggregation-transfer-backend"), None)
+    head = next((r for r in records if r.get("url")), records[0])
+    proved = []
+    for pair in pair_probe.pairs_of(specs, role, replica):
+        say(f"sending a generate whose KV crosses {pair.words}")
+        wait = min(pair_probe.PROBE_TIMEOUT_S, max(pair_probe.MIN_PROBE_S, deadline - time.monotonic()))
+        problem = pair_probe.probe(pair, timeout=wait)
+        if problem is not None:
+            raise CheckFailed(f"{head['name']} serves and is routed to, but a generate over {pair.words} failed: "
+                              f"{problem}; {pair_probe.peer_advice(pair, head['name'], backend)}")
+        proved.append(pair.words)
+    return proved
 
 
 def _records(state: dict[str, Any]) -> list[dict[str, Any]]:

@@ -2,7 +2,12 @@
 
 Keys follow the HF conventions SGLang itself reads: `num_key_value_heads` (defaults to the attention heads),
 `head_dim` (or hidden_size / heads), `num_hidden_layers`, gpt-oss style `layer_types` + `sliding_window`, and
-`kv_lora_rank` for MLA. Multimodal configs nest the language model under `text_config`.
+`kv_lora_rank` for MLA. Multimodal configs nest the language model under `text_config`. Hybrid linear attention
+(Qwen3-Next `qwen3_next`, Qwen3.5 `qwen3_5_moe`): `linear_attention` in layer_types, or, without layer_types,
+every `full_attention_interval`-th layer full (SGLang's Qwen3NextConfig.layers_block_type), and the state shape
+`linear_num_key_heads` / `linear_num_value_heads` / `linear_key_head_dim` / `linear_value_head_dim` /
+`linear_conv_kernel_dim`. DSA sparse attention (DeepSeek-V3.2 `deepseek_v32`): `index_head_dim` (with
+`index_n_heads`, `index_topk`), which SGLang's DSATokenToKVPool requires to be 128.
 """
 
 from __future__ import annotations
@@ -12,11 +17,15 @@ from typing import Any
 
 from pdctl.errors import UserError
 from pdctl.jsonfiles import read_json_object
-from pdctl.models.spec import LayerType, ModelSpec
+from pdctl.models.spec import LayerType, LinearAttention, ModelSpec
 from pdctl.models.weights import weights_from_config
 
 _SLIDING = {"sliding_attention", "sliding", "local_attention", "swa"}
 _FULL = {"full_attention", "full", "attention", "global_attention"}
+_LINEAR = {"linear_attention", "linear"}
+# SGLang's Qwen3NextConfig defaults for the linear_* fields a config.json leaves out
+_LINEAR_DEFAULTS = {"linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+                    "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4}
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -60,6 +69,10 @@ def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpe
         window = None
     elif not window:
         raise UserError(f"{source}: layer_types has sliding layers but sliding_window is not set")
+    linear = _linear(cfg, source) if "linear" in layer_types else None
+    index_head_dim = _int(cfg, "index_head_dim", source) if cfg.get("index_topk") is not None else None
+    if index_head_dim is not None and index_head_dim != 128:
+        raise UserError(f"{source}: index_head_dim {index_head_dim}: SGLang's DSA index cache needs 128")
     try:
         return ModelSpec(
             name=name, num_layers=layers, num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
@@ -68,14 +81,26 @@ def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpe
             qk_rope_head_dim=(rope if rope is not None else 64) if mla else None,
             model_type=str(top.get("model_type") or cfg.get("model_type") or "") or None,
             context_length=_int(cfg, "max_position_embeddings", source), weights=weights_from_config(top),
+            linear=linear, index_head_dim=index_head_dim,
         )
     except ValueError as exc:
         raise UserError(f"{source}: {exc}") from None
 
 
+def _linear(cfg: dict[str, Any], source: str) -> LinearAttention:
+    values = {k: _int(cfg, k, source, d) or d for k, d in _LINEAR_DEFAULTS.items()}
+    return LinearAttention(values["linear_num_key_heads"], values["linear_num_value_heads"],
+                           values["linear_key_head_dim"], values["linear_value_head_dim"],
+                           values["linear_conv_kernel_dim"],
+                           ssm_bytes=2 if str(cfg.get("mamba_ssm_dtype", "")) in ("bfloat16", "float16") else 4)
+
+
 def _layer_types(cfg: dict[str, Any], layers: int, source: str) -> list[LayerType]:
     raw = cfg.get("layer_types")
     if raw is None:
+        interval = _int(cfg, "full_attention_interval", source)
+        if interval and any(k in cfg for k in _LINEAR_DEFAULTS):
+            return ["full" if (i + 1) % interval == 0 else "linear" for i in range(layers)]
         return ["full"] * layers
     if not isinstance(raw, list) or len(raw) != layers:
         raise UserError(f"{source}: layer_types: expected a list of {layers} entries (num_hidden_layers)")
@@ -86,9 +111,11 @@ def _layer_types(cfg: dict[str, Any], layers: int, source: str) -> list[LayerTyp
             out.append("sliding")
         elif key in _FULL:
             out.append("full")
+        elif key in _LINEAR:
+            out.append("linear")
         else:
             raise UserError(
                 f"{source}: layer_types[{i}]: unsupported layer type {t!r} "
-                "(expected sliding_attention or full_attention)"
+                "(expected sliding_attention, full_attention or linear_attention)"
             )
     return out

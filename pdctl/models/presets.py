@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pdctl.models.hf_config import spec_from_config
 from pdctl.models.spec import ModelSpec, alternating
 from pdctl.models.weights import weights_from_config
 
@@ -35,7 +36,20 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "vocab_size": 129280, "max_position_embeddings": 163840, "torch_dtype": "bfloat16",
         "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]},
     },
+    # Qwen/Qwen3-Next-80B-A3B-Instruct config.json (hybrid linear attention: every 4th layer full attention,
+    # the other 36 Gated DeltaNet layers with a per-request conv + SSM state)
+    "qwen3-next-80b-a3b": {
+        "model_type": "qwen3_next", "hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 16,
+        "num_key_value_heads": 2, "head_dim": 256, "full_attention_interval": 4, "intermediate_size": 5120,
+        "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32, "linear_value_head_dim": 128, "moe_intermediate_size": 512,
+        "num_experts": 512, "num_experts_per_tok": 10, "vocab_size": 151936, "tie_word_embeddings": False,
+        "max_position_embeddings": 262144, "torch_dtype": "bfloat16",
+    },
 }
+# deepseek-ai/DeepSeek-V3.2(-Exp) config.json: DeepSeek-V3's MLA plus the DSA indexer (model_type deepseek_v32)
+CONFIGS["deepseek-v3.2"] = {**CONFIGS["deepseek-v3"], "model_type": "deepseek_v32", "index_head_dim": 128,
+                            "index_n_heads": 64, "index_topk": 2048}
 
 
 def _published(name: str) -> dict[str, Any]:
@@ -65,6 +79,9 @@ PRESETS: dict[str, ModelSpec] = {
         layer_types=["full"] * 61, sliding_window=None, mla=True, kv_lora_rank=512, qk_rope_head_dim=64,
         hidden_size=7168, vocab_size=129280, source="preset:deepseek-v3", **_published("deepseek-v3"),
     ),
+    "qwen3-next-80b-a3b": spec_from_config(CONFIGS["qwen3-next-80b-a3b"], name="qwen3-next-80b-a3b",
+                                           source="preset:qwen3-next-80b-a3b"),
+    "deepseek-v3.2": spec_from_config(CONFIGS["deepseek-v3.2"], name="deepseek-v3.2", source="preset:deepseek-v3.2"),
     "reference-tiny": ModelSpec(
         name="reference-tiny", num_layers=4, num_attention_heads=16, num_kv_heads=8, head_dim=16,
         layer_types=alternating(4), sliding_window=32, hidden_size=128, vocab_size=258,
@@ -81,6 +98,9 @@ ALIASES: dict[str, str] = {
     "deepseek-v3-base": "deepseek-v3",
     "deepseek-r1": "deepseek-v3",
     "deepseek-r1-0528": "deepseek-v3",
+    "qwen3-next-80b-a3b-instruct": "qwen3-next-80b-a3b",
+    "qwen3-next-80b-a3b-thinking": "qwen3-next-80b-a3b",
+    "deepseek-v3.2-exp": "deepseek-v3.2",
 }
 
 

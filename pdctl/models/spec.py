@@ -1,8 +1,15 @@
 """ModelSpec: the few facts about a model that decide whether a PD topology can work and what moves.
 
-check-compat needs KV heads (head slicing), layers split into full/sliding-window (what SGLang sends for each),
-the window, and MLA or not (MLA KV is one latent per token, replicated across TP, so the head rules do not
-apply). Everything else about the model is irrelevant to PD compatibility and is deliberately left out.
+check-compat needs KV heads (head slicing), layers split into full/sliding-window/linear-attention (what
+SGLang sends for each), the window, and MLA or not (MLA KV is one latent per token, replicated across TP, so
+the head rules do not apply). Two more families carry per-request or per-token state besides the KV pages, each
+a state component of its own in SGLang's PD transfer (disaggregation/utils.py::setup_state_kv_args):
+- hybrid linear attention (Qwen3-Next, Qwen3.5: Gated DeltaNet layers, `linear_attention` in layer_types):
+  StateType.MAMBA, one conv + one temporal (SSM) state per request per linear layer, head-sharded over attention
+  TP (configs/mamba_utils.py::Mamba2StateShape.create; with unequal TP SGLang slices it per rank);
+- DSA/NSA sparse attention (DeepSeek-V3.2): StateType.DSA, the indexer's key cache, index_head_dim fp8 bytes
+  plus one fp32 scale per 128 per token per layer (mem_cache/index_key_cache.py), replicated on every rank.
+Everything else about the model is irrelevant to PD compatibility and is deliberately left out.
 """
 
 from __future__ import annotations
@@ -13,7 +20,38 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:  # pragma: no cover
     from pdctl.models.weights import Weights
 
-LayerType = Literal["sliding", "full"]
+LayerType = Literal["sliding", "full", "linear"]
+# SGLang's DSA index key cache: fp8 keys plus one fp32 scale per quant block (DSATokenToKVPool.quant_block_size)
+DSA_QUANT_BLOCK = 128
+DSA_SCALE_BYTES = 4
+
+
+@dataclass(frozen=True)
+class LinearAttention:
+    """The Gated DeltaNet (Mamba2-style) state shape of a hybrid linear-attention model, from config.json's
+    linear_* fields; SGLang's default dtypes: conv state bf16 (SGLANG_MAMBA_CONV_DTYPE), temporal (SSM)
+    state float32 (mamba_ssm_dtype / SGLANG_MAMBA_SSM_DTYPE)."""
+
+    num_key_heads: int
+    num_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int
+    conv_bytes: int = 2
+    ssm_bytes: int = 4
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the conv state: cat([query, key, value]) (Mamba2StateShape.create)."""
+        return self.num_value_heads * self.value_head_dim + 2 * self.num_key_heads * self.key_head_dim
+
+    def conv_state_bytes(self, tp: int = 1) -> int:
+        """One request's conv state of one layer on one rank of attention TP TP: [conv_dim / tp, kernel - 1]."""
+        return self.conv_dim // tp * (self.conv_kernel - 1) * self.conv_bytes
+
+    def temporal_state_bytes(self, tp: int = 1) -> int:
+        """One request's SSM state of one layer on one rank: [value heads / tp, value_head_dim, key_head_dim]."""
+        return self.num_value_heads // tp * self.value_head_dim * self.key_head_dim * self.ssm_bytes
 
 
 @dataclass(frozen=True)
@@ -39,6 +77,8 @@ class ModelSpec:
     model_type: str | None = None
     context_length: int | None = None
     weights: Weights | None = field(default=None, compare=False)
+    linear: LinearAttention | None = None  # hybrid linear attention: the state shape of its linear layers
+    index_head_dim: int | None = None  # DSA/NSA sparse attention: the indexer's key width (DeepSeek-V3.2: 128)
 
     def __post_init__(self) -> None:
         if len(self.layer_types) != self.num_layers:
@@ -46,6 +86,44 @@ class ModelSpec:
         for key in ("num_layers", "num_attention_heads", "num_kv_heads", "head_dim"):
             if getattr(self, key) < 1:
                 raise ValueError(f"{self.name}: {key} must be positive")
+        if "linear" in self.layer_types and self.linear is None:
+            raise ValueError(f"{self.name}: linear_attention layers need the linear_* state fields")
+        if not self.kv_layers:
+            raise ValueError(f"{self.name}: no attention layer with a KV cache")
+
+    @property
+    def linear_layers(self) -> list[int]:
+        """Indices of linear-attention layers (no KV pages: a per-request state)."""
+        return [i for i, t in enumerate(self.layer_types) if t == "linear"]
+
+    @property
+    def kv_layers(self) -> list[int]:
+        """Indices of the layers with a KV cache (full and sliding-window): what the KV pages hold."""
+        return [i for i, t in enumerate(self.layer_types) if t != "linear"]
+
+    @property
+    def hybrid_linear(self) -> bool:
+        """True for a hybrid linear-attention model (SGLang's HybridLinearKVPool, StateType.MAMBA)."""
+        return bool(self.linear_layers)
+
+    @property
+    def dsa(self) -> bool:
+        """True for a DSA/NSA sparse-attention model (SGLang's DSATokenToKVPool, StateType.DSA)."""
+        return self.index_head_dim is not None
+
+    def state_bytes_per_request(self, tp: int = 1) -> int:
+        """The mamba/conv state one request holds on one rank of attention TP TP, over all linear layers."""
+        if self.linear is None:
+            return 0
+        per_layer = self.linear.conv_state_bytes(tp) + self.linear.temporal_state_bytes(tp)
+        return per_layer * len(self.linear_layers)
+
+    def indexer_bytes_per_token(self) -> int:
+        """The DSA indexer key cache of one token over all KV layers (on every rank: not sharded by TP)."""
+        if self.index_head_dim is None:
+            return 0
+        per_layer = self.index_head_dim + self.index_head_dim // DSA_QUANT_BLOCK * DSA_SCALE_BYTES
+        return per_layer * len(self.kv_layers)
 
     @property
     def hybrid_swa(self) -> bool:
@@ -80,6 +158,9 @@ class ModelSpec:
         d["hybrid_swa"] = self.hybrid_swa
         d["full_layers"] = self.full_layers
         d["swa_layers"] = self.swa_layers
+        d["linear_layers"] = self.linear_layers
+        d["state_bytes_per_request"] = self.state_bytes_per_request()
+        d["indexer_bytes_per_token"] = self.indexer_bytes_per_token()
         return d
 
 

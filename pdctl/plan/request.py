@@ -67,6 +67,9 @@ def config_from_topology(topo: Any, *, backend: str | None, tokens: int, repeats
     spec = resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
     if spec.mla:
         raise UserError(f"{topo.name}: bench-transfer covers MHA/GQA KV (head slices); {spec.name} uses MLA")
+    if spec.hybrid_linear:
+        raise UserError(f"{topo.name}: bench-transfer moves KV pages only; {spec.name}'s mamba state "
+                        "(linear-attention layers) is not benchmarked (`pdctl plan` shows what it moves)")
     limits = [r.context_length for r in (pre, dec) if r.context_length]
     if limits and tokens > min(limits):  # no request that long can reach the prefill of this deployment
         raise UserError(f"--tokens {tokens} exceeds the topology's context_length {min(limits)}")

@@ -8,6 +8,11 @@ descriptor per token per layer K/V, only the decode rank's heads) unless the sta
 gathers a send's head slices and writes them as one bulk descriptor per prefill rank (writer) per send; SWA
 layers send their window pages once, with the last chunk; MLA sends one latent buffer per layer from one
 prefill rank. Numbers people can hold against a NIXL/Mooncake trace or a bench-transfer run.
+
+Besides the KV pages, a request carries state components (disaggregation/utils.py::setup_state_kv_args):
+a hybrid linear-attention model's mamba state (StateType.MAMBA: one conv + SSM slot per request per linear
+layer, head-sharded; with unequal TP each decode rank gets its slice of the prefill ranks' slots) and a DSA
+model's indexer keys (StateType.DSA: per token per layer, whole on every decode rank). `states` lists them.
 """
 
 from __future__ import annotations
@@ -72,6 +77,44 @@ class RankPair:
 
 
 @dataclass(frozen=True)
+class StateTransfer:
+    """One state component of a request: what each decode rank receives."""
+
+    kind: str  # mamba | dsa
+    layers: int
+    bytes_per_decode_rank: int
+    decode_ranks: int
+    how: str
+
+    @property
+    def bytes(self) -> int:
+        """Bytes over all decode ranks."""
+        return self.bytes_per_decode_rank * self.decode_ranks
+
+
+def state_transfers(spec: ModelSpec, *, prefill_tp: int, decode_tp: int, tokens_sent: int) -> list[StateTransfer]:
+    """The state components of one request (TOKENS_SENT: the tokens whose KV goes, page-aligned)."""
+    out: list[StateTransfer] = []
+    if spec.linear is not None and spec.linear_layers:
+        per_rank = spec.state_bytes_per_request(decode_tp)
+        if prefill_tp == decode_tp:
+            how = "whole slot per rank pair (equal TP)"
+        elif prefill_tp > decode_tp:
+            how = f"each decode rank gathers {prefill_tp // decode_tp} prefill ranks' slices of its heads"
+        else:
+            how = f"each prefill rank's slot is split into {decode_tp // prefill_tp} decode ranks' slices"
+        out.append(StateTransfer("mamba", len(spec.linear_layers), per_rank, decode_tp,
+                                 f"conv {spec.linear.conv_state_bytes(decode_tp) * len(spec.linear_layers)} B + "
+                                 f"SSM {spec.linear.temporal_state_bytes(decode_tp) * len(spec.linear_layers)} B "
+                                 f"per decode rank; {how}"))
+    if spec.dsa:
+        out.append(StateTransfer("dsa", len(spec.kv_layers), tokens_sent * spec.indexer_bytes_per_token(), decode_tp,
+                                 f"indexer keys {spec.indexer_bytes_per_token()} B/token over all layers, whole on "
+                                 "every decode rank (not sharded by TP)"))
+    return out
+
+
+@dataclass(frozen=True)
 class TransferPlan:
     """The plan of one request of `tokens` prompt tokens; `path` is page | head-slice | staging | mla.
 
@@ -92,6 +135,7 @@ class TransferPlan:
     full_pages: int
     swa_pages: int
     pairs: list[RankPair] = field(default_factory=list)
+    states: list[StateTransfer] = field(default_factory=list)
 
     @property
     def total_descriptors(self) -> int:
@@ -109,6 +153,8 @@ class TransferPlan:
         d["pairs"] = [{**asdict(p), "descriptors": p.descriptors, "bytes": p.bytes} for p in self.pairs]
         d["total_descriptors"] = self.total_descriptors
         d["total_bytes"] = self.total_bytes
+        d["states"] = [{**asdict(st), "bytes": st.bytes} for st in self.states]
+        d["total_state_bytes"] = sum(st.bytes for st in self.states)
         return d
 
 
@@ -139,7 +185,8 @@ def plan_transfer(
     bits = dtype_bits(kv_cache_dtype, auto_bits)
     swa = spec.hybrid_swa and hybrid_swa_memory and not spec.mla
     n_swa = len(spec.swa_layers) if swa else 0
-    n_full = spec.num_layers - n_swa
+    n_kv = len(spec.kv_layers)  # linear-attention layers send a state, not KV pages
+    n_full = n_kv - n_swa
     fp = len(full_pages(tokens, prefix_len, page_size))
     sp = len(swa_window_pages(tokens, prefix_len, spec.sliding_window or 1, page_size)) if swa else 0
     equal = prefill_tp == decode_tp
@@ -155,8 +202,8 @@ def plan_transfer(
                 # One latent buffer per layer, replicated on every rank: only the first peer sends real KV.
                 real = p == peers[0]
                 per_page = page_size * spec.kv_elems_per_token() * bits // 8
-                n_desc = sends * spec.num_layers if real else 0
-                pairs.append(RankPair(p, d, 0, 1, 0, n_desc, fp * spec.num_layers * per_page if real else 0, 0, 0))
+                n_desc = sends * n_kv if real else 0
+                pairs.append(RankPair(p, d, 0, 1, 0, n_desc, fp * n_kv * per_page if real else 0, 0, 0))
                 continue
             hs = head_slice_params(prefill_tp, decode_tp, p, d, spec.num_kv_heads)
             if equal:  # whole pages, contiguous runs merged: one descriptor per layer K/V per send
@@ -175,6 +222,7 @@ def plan_transfer(
         prefill_attn_tp=prefill_tp,
         decode_attn_tp=decode_tp, kv_cache_dtype=str(kv_cache_dtype), dtype_bytes=bits / 8, path=path,
         full_layers=n_full, swa_layers=n_swa, full_pages=fp, swa_pages=sp, pairs=pairs,
+        states=state_transfers(spec, prefill_tp=prefill_tp, decode_tp=decode_tp, tokens_sent=fp * page_size),
     )
 
 

@@ -31,3 +31,23 @@ SPEC_DECODE_ONLY_SINCE = "0.5.8"
 # get_int_env_var (the default, silently) and float(os.getenv(...)) for the heartbeat interval (ValueError).
 # Same names and defaults in every release from 0.5.0.
 ENV_WARNS_SINCE = "0.5.8"
+
+# The PD transfer of per-request state components (hybrid linear attention's mamba state, DSA's indexer keys),
+# read off the wheels' disaggregation/{nixl,mooncake}/conn.py:
+# - NIXL before 0.5.9 has no state transfer at all: NixlKVSender.send() takes `state_indices` and drops them
+#   (no maybe_send_extra, no state registration), so decode runs on state it never received. 0.5.9 added
+#   maybe_send_extra (mamba with equal attention TP; "nsa"/"swa" pages).
+# - Mamba state with unequal attention TP: Mooncake slices it per rank from 0.5.9 (`_send_mamba_state_slice`,
+#   sglang PR #16056; before, the generic "non-MLA hybrid" refusal), NIXL from 0.5.11 (sglang PR #22240; 0.5.9
+#   and 0.5.10 refuse it at the first transfer).
+STATE_TRANSFER_NIXL_SINCE = "0.5.9"
+MAMBA_HETERO_TP_SINCE = {"mooncake": "0.5.9", "nixl": "0.5.11"}
+MAMBA_HETERO_TP_PR = {"mooncake": "https://github.com/sgl-project/sglang/pull/16056",
+                      "nixl": "https://github.com/sgl-project/sglang/pull/22240"}
+
+# NIXL and --disaggregation-ib-device (sglang PR #28737, read off the wheels): before 0.5.23 nixl/conn.py never
+# reads kv_args.ib_device — UCX picks devices from UCX_NET_DEVICES alone (unset: every device); from 0.5.23 it
+# maps the flag's HCAs to UCX's device_list per GPU, unless UCX_NET_DEVICES is set (then the flag is ignored,
+# with a warning).
+NIXL_IB_DEVICE_SINCE = "0.5.23"
+NIXL_IB_DEVICE_PR = "https://github.com/sgl-project/sglang/pull/28737"

@@ -93,3 +93,7 @@ KV_NO_ROOM = Incident("kv-no-room", f"{GH}/issues/7691", None, None, None)
 # --context-length" (tp_worker.get_worker_info) first ships in 0.5.23.
 KV_NO_ROOM_MESSAGE_SINCE = "0.5.14"
 KV_BELOW_CONTEXT_WARNING_SINCE = "0.5.23"
+# NIXL before 0.5.23 never reads --disaggregation-ib-device (nixl/conn.py has no ib_device until
+# _resolve_ucx_device_list in 0.5.23, PR #28737): with UCX_NET_DEVICES unset UCX opens every device, and
+# transfers hang to the timeout on fabrics where some rails do not reach the peer.
+NIXL_IB_DEVICE_IGNORED = Incident("nixl-ib-device-ignored", f"{GH}/pull/28737", f"{GH}/pull/28737", None, "0.5.23")

@@ -21,6 +21,7 @@ GPU_MEMORY_MIB: dict[str, int] = {"h100": 81559, "h200": 143771, "b200": 183359,
 CONTEXT_GIB = 1.0
 SWA_FULL_TOKENS_RATIO = 0.8  # --swa-full-tokens-ratio's fallback
 MAX_PREFILL_TOKENS = 16384  # --max-prefill-tokens' default
+MAMBA_FULL_MEMORY_RATIO = 0.9  # --mamba-full-memory-ratio's fallback (arg_groups/fields/schedule.py)
 # bytes per cached element, by --kv-cache-dtype (auto: the model's dtype); None: pdctl cannot size it
 KV_ELEMENT_BYTES: dict[str, float | None] = {"auto": None, "bf16": 2, "bfloat16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1,
                                              "mxfp8": 1, "nvfp4": None, "fp4_mx_block16": None}
@@ -126,6 +127,16 @@ def kv_layout(*, kv_heads: int, head_dim: int, attn_tp: int, full_layers: int, s
     heads = max(1, kv_heads // max(1, attn_tp))
     per_layer = heads * 2 * head_dim * element_bytes + (heads * 2 * head_dim // 32 if mxfp8 else 0)
     return KvLayout(per_layer * full_layers, per_layer * swa_layers, swa_ratio if swa_layers else 0.0)
+
+
+def kv_share(rest_gib: float, hybrid_linear: bool, ratio: float | str | None = None) -> float:
+    """The part of REST_GIB the KV pool gets. A hybrid linear-attention model first gives its mamba state pool
+    rest x r / (1 + r), r = --mamba-full-memory-ratio (kv_cache_configurator.py, the ratio branch SGLang takes
+    by default: radix cache on, no speculative decoding); the rest is the KV pool's."""
+    if not hybrid_linear:
+        return rest_gib
+    r = float(ratio) if ratio is not None else MAMBA_FULL_MEMORY_RATIO
+    return rest_gib - rest_gib * r / (1 + r)
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,15 @@ def hybrid_state_hetero_tp(state: str = "SWA", version: tuple[int, ...] | None =
     return f"PD Disaggregation does NOT support PD different TP sizes for non-MLA {state} hybrid models yet."
 
 
+# NIXL 0.5.9 and 0.5.10 (nixl/conn.py::maybe_send_extra) refuse a hybrid mamba model's state with unequal TP
+NIXL_MAMBA_HETERO_TP = "PD Disaggregation does NOT support PD different TP sizes for hybrid mamba models yet."
+
+
+# NIXL from 0.5.23 (nixl/conn.py::_resolve_ucx_device_list) refuses port-suffixed HCA names at agent creation
+NIXL_IB_DEVICE_PORT = ("NIXL UCX --disaggregation-ib-device requires HCA names without port suffixes (e.g. "
+                       "mlx5_0); NIXL appends port 1.")
+
+
 # -- argument parsing: ServerArgs resolution hooks (arg_groups/kv_cache_hook.py) ---------------------------
 MXFP8_NEEDS_BLACKWELL = ("--kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled "
                          "operands used by the FA4 MXFP8 attention path.")

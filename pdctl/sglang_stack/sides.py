@@ -25,6 +25,9 @@ def side_specs(topo: Any, *, backend: str | None = None, tokens: int, device: st
     spec = resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
     if spec.mla:
         raise UserError(f"{topo.name}: the SGLang-stack rehearsal covers MHA/GQA KV; {spec.name} uses MLA")
+    if spec.hybrid_linear:  # its mamba state is a second component (StateType.MAMBA) this rehearsal does not build
+        raise UserError(f"{topo.name}: the SGLang-stack rehearsal moves KV pages only; {spec.name}'s mamba state "
+                        "(linear-attention layers) is not rehearsed (`pdctl plan` shows what it moves)")
     if tokens < 1:
         raise UserError(f"--tokens must be positive, got {tokens}")
     limits = [r.context_length for r in (pre, dec) if r.context_length]

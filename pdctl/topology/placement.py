@@ -2,7 +2,13 @@
 
 Placement never raises: a topology that over-subscribes its nodes still gets a deterministic placement (the
 surplus lands past the last GPU of the role's last node), so launch --dry-run can show it, and
-`placement_problems()` explains what is wrong for the compat `placement` rule. Port facts are here too,
+`placement_problems()` explains what is wrong for the compat `placement` rule.
+
+On Kubernetes a node without host is a node TYPE (is_node_type), not a machine: it stands for as many
+machines of that kind as the replicas need, and the scheduler gives each pod its own GPUs. Every replica on
+node types gets its own pod(s) from GPU 0 (one pod per replica-node), so replicas never over-subscribe a
+type; a replica wider than the type spans the fewest pods that split it evenly (SGLang multi-node needs
+tp x pp / nnodes GPUs on every node). Port facts are here too,
 because ports follow from placement (replica offsets, which node a process lands on).
 """
 
@@ -22,6 +28,11 @@ def is_loopback(host: str) -> bool:
     """127.0.0.0/8, ::1, localhost and the wildcard addresses: spellings of this machine."""
     h = host.strip().strip("[]").lower()
     return h in LOOPBACK_NAMES or h.startswith("127.")
+
+
+def is_node_type(topo: Topology, node: Node) -> bool:
+    """A Kubernetes node without host: a kind of machine the scheduler places pods on, as many as needed."""
+    return topo.kubernetes is not None and node.host is None
 
 
 def machine_key(node: Node) -> str:
@@ -138,23 +149,40 @@ def _place_replica(
     return pieces, len(nodes) - 1
 
 
+def _place_on_types(need: int, nodes: list[Node]) -> list[Piece]:
+    """Pods for one replica of `need` GPUs on node TYPES: the first type that holds it whole gives one pod;
+    else the fewest pods of equal size that fit the widest type, each a fresh machine (types in order)."""
+    for node in nodes:
+        if node.gpus >= need:
+            return [(node, 0, need)]
+    widest = max(n.gpus for n in nodes)
+    pods = next(k for k in range(-(-need // widest), need + 1) if need % k == 0 and need // k <= widest)
+    fits = [n for n in nodes if n.gpus >= need // pods]
+    return [(fits[i % len(fits)], 0, need // pods) for i in range(pods)]
+
+
 def place(topo: Topology) -> list[ReplicaPlacement]:
     """Every replica of each role in `topo.roles()` order (prefill then decode, or the colocated replicas),
     packed on the role's nodes in order; roles sharing a machine get disjoint GPU ranges (prefill first),
     also when they name it through different nodes (127.0.0.1 and localhost). Raises nothing; see
-    placement_problems()."""
+    placement_problems(). Roles on Kubernetes node types: see the module docstring."""
     used = _MachineGpus(topo)
     out: list[ReplicaPlacement] = []
     for role in topo.roles():
         nodes = [topo.node(n) for n in role.nodes]
         need = role.gpus_per_replica
         cursor = 0
+        types = all(is_node_type(topo, n) for n in nodes)
         for replica in range(role.replicas):
-            pieces, cursor = _place_replica(need, nodes, used, cursor)
+            if types:
+                pieces = _place_on_types(need, nodes)
+            else:
+                pieces, cursor = _place_replica(need, nodes, used, cursor)
             slots = []
             for rank, (node, base, count) in enumerate(pieces):
                 slots.append(NodeSlot(node.name, node.address, base, count, rank))
-                used[node.name] = max(used[node.name], base + count)
+                if not types:
+                    used[node.name] = max(used[node.name], base + count)
             http_port = role.port + replica
             first_host = host_for_url(slots[0].host)
             out.append(ReplicaPlacement(
@@ -204,6 +232,8 @@ def placement_problems(topo: Topology, placements: list[ReplicaPlacement] | None
     overlaps: dict[tuple[str, str, str], list[int]] = defaultdict(list)
     for p in placements:
         for s in p.slots:
+            if is_node_type(topo, topo.node(s.node)):
+                continue  # every pod on a node type gets its own GPUs from the device plugin
             machine = machine_key(topo.node(s.node))
             for gpu in range(s.base_gpu_id, s.base_gpu_id + s.num_gpus):
                 other = owner.setdefault((machine, gpu), p.name)

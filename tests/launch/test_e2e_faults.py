@@ -231,6 +231,7 @@ def test_a_killed_prefill_during_parity_is_named_and_restart_brings_it_back(dep:
              what="the killed prefill's process group to be gone")
     done = pdctl("restart", "prefill:0", "--run-dir", str(dep["run_dir"]), cwd=dep["tmp"], timeout=400)
     assert done.returncode == 0, done.stderr
+    assert "KV crossed prefill-0 -> decode-0" in done.stdout  # a generate over the link, not just /health
     assert record(dep, "prefill-0")["pid"] != prefill["pid"]
     healed(dep)
 
@@ -272,7 +273,29 @@ def test_a_killed_decode_is_restarted_in_place_and_served_again(dep: dict) -> No
     done = pdctl("restart", "decode:0", "--run-dir", str(dep["run_dir"]), cwd=dep["tmp"], timeout=400)
     assert done.returncode == 0, done.stderr
     assert "restarted decode-0" in done.stdout
+    assert "KV crossed prefill-0 -> decode-0" in done.stdout  # sglang#33789: healthy is not serving
     assert record(dep, "decode-0")["pid"] != decode["pid"]
+    healed(dep)
+
+
+def test_a_restart_whose_pair_cannot_serve_fails_naming_the_peer(dep: dict) -> None:
+    # sglang#33789: the restarted role and the router's health said yes while nothing was served. Here the
+    # prefill is stopped after the decode died: the restarted decode answers /health and is routed to, but no
+    # generate can cross the link, so restart must fail and name the peer to restart (not print "KV crossed")
+    decode, prefill = record(dep, "decode-0"), record(dep, "prefill-0")
+    os.killpg(decode["pgid"], signal.SIGKILL)
+    wait_for(lambda: rows(status(dep)[1])["decode-0"]["state"] == "exited", timeout=60, what="decode to be gone")
+    os.killpg(prefill["pgid"], signal.SIGSTOP)
+    try:
+        done = pdctl("restart", "decode:0", "--run-dir", str(dep["run_dir"]), "--timeout", "60", cwd=dep["tmp"],
+                     timeout=400)
+    finally:
+        os.killpg(prefill["pgid"], signal.SIGCONT)
+    flat = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 1, flat
+    assert "a generate over prefill-0 -> decode-0 failed: " in flat, flat  # the decode's error, or no answer
+    assert "`pdctl restart prefill:0 --force`" in flat and "issues/33789" in flat
+    assert "KV crossed" not in flat and "Traceback" not in flat
     healed(dep)
 
 

@@ -155,3 +155,44 @@ decode: {nodes: [b], tp: 2, port: 30100}
     differ = load_topology_text(text.replace("{name: b, host: localhost, gpu: h100, gpus: 4}",
                                              "{name: b, host: LOCALHOST, gpu: h100, gpus: 8}"))
     assert any("are one machine but say 4 x h100 and 8 x h100" in p for p in placement_problems(differ))
+
+
+def k8s(prefill: dict[str, Any], decode: dict[str, Any], host: str | None = None,
+        gpus: int = 4) -> Topology:
+    """Nodes p0/d0 of GPUS on Kubernetes: node types without host (the shipped example), or pinned to HOST."""
+    pin = {"host": host} if host else {}
+    data = {
+        "name": "t", "model": {"path": "m"}, "kubernetes": {"image": "lmsysorg/sglang:v0.5.23-cu129"},
+        "nodes": [{"name": n, "gpu": "gb300", "gpus": gpus, **pin} for n in ("p0", "d0")],
+        "prefill": {"nodes": ["p0"], **prefill}, "decode": {"nodes": ["d0"], **decode},
+    }
+    if host:
+        data["nodes"][1]["host"] = f"{host}-d"
+    return build_topology(data)
+
+
+def test_kubernetes_node_types_scale_replicas_across_machines() -> None:
+    # issue 36: prefill TP2 x 3 and decode TP4 x 2 on the Kubernetes example's 4-GPU node types were refused
+    # ("need 6 GPUs, but nodes p0 have 4"): a type stands for as many machines as the replicas need
+    t = k8s({"tp": 2, "replicas": 3}, {"tp": 4, "replicas": 2})
+    assert slots(t, "prefill") == [[("p0", 0, 2, 0)]] * 3  # one pod of 2 GPUs per replica
+    assert slots(t, "decode") == [[("d0", 0, 4, 0)]] * 2
+    assert placement_problems(t) == []
+
+
+def test_kubernetes_replica_wider_than_its_type_spans_equal_pods() -> None:
+    t = k8s({"tp": 2}, {"tp": 8, "replicas": 2})
+    assert slots(t, "decode") == [[("d0", 0, 4, 0), ("d0", 0, 4, 1)]] * 2  # 2 pods x 4 GPUs per replica
+    assert place(t)[1].nnodes == 2
+    t = k8s({"tp": 2}, {"tp": 6})
+    assert slots(t, "decode") == [[("d0", 0, 3, 0), ("d0", 0, 3, 1)]]  # tp x pp / nnodes GPUs on every pod
+    assert placement_problems(t) == []
+
+
+def test_kubernetes_machines_pinned_by_host_are_still_over_subscribed() -> None:
+    # a node WITH host is one machine, on Kubernetes too: 3 x tp 2 on its 4 GPUs is a real over-subscription
+    t = k8s({"tp": 2, "replicas": 3}, {"tp": 4, "replicas": 2}, host="gpu-a")
+    assert placement_problems(t) == [
+        "prefill: 3 replica(s) x tp 2 x pp 1 need 6 GPUs, but nodes p0 have 4",
+        "decode: 2 replica(s) x tp 4 x pp 1 need 8 GPUs, but nodes d0 have 4",
+    ]

@@ -35,7 +35,14 @@ from pdctl.render.kubernetes.names import (
     check_length,
     dns_label,
 )
-from pdctl.render.kubernetes.pods import ROUTER_CONTAINER, image, pod_spec, resources, template
+from pdctl.render.kubernetes.pods import (
+    ROUTER_CONTAINER,
+    image,
+    pod_spec,
+    resources,
+    spread_host_network,
+    template,
+)
 from pdctl.render.kubernetes.roles import RolePods, role_pods, role_urls, router_argv
 
 if TYPE_CHECKING:
@@ -68,18 +75,18 @@ def _meta(names: Names, cfg: KubernetesConfig, name: str, role: str | None) -> d
     return meta
 
 
-def _engine_spec(cfg: KubernetesConfig, container: dict[str, Any]) -> dict[str, Any]:
-    return pod_spec(cfg, [container], engine=True)
+def _engine_spec(cfg: KubernetesConfig, container: dict[str, Any], names: Names, role: str) -> dict[str, Any]:
+    return spread_host_network(pod_spec(cfg, [container], engine=True), names.labels(role), cfg.host_network)
 
 
 def leader_worker_set(names: Names, cfg: KubernetesConfig, pods: RolePods) -> dict[str, Any]:
     """The LeaderWorkerSet of one role."""
     lwt: dict[str, Any] = {"size": pods.size, "restartPolicy": cfg.restart_policy}
     if pods.worker is None:
-        lwt["workerTemplate"] = template(names, cfg, pods.role, _engine_spec(cfg, pods.leader))
+        lwt["workerTemplate"] = template(names, cfg, pods.role, _engine_spec(cfg, pods.leader, names, pods.role))
     else:
-        lwt["leaderTemplate"] = template(names, cfg, pods.role, _engine_spec(cfg, pods.leader))
-        lwt["workerTemplate"] = template(names, cfg, pods.role, _engine_spec(cfg, pods.worker))
+        lwt["leaderTemplate"] = template(names, cfg, pods.role, _engine_spec(cfg, pods.leader, names, pods.role))
+        lwt["workerTemplate"] = template(names, cfg, pods.role, _engine_spec(cfg, pods.worker, names, pods.role))
     return {"apiVersion": api_version("lws"), "kind": "LeaderWorkerSet",
             "metadata": _meta(names, cfg, names.workload(pods.role), pods.role),
             "spec": {"replicas": pods.replicas, "startupPolicy": "LeaderCreated", "leaderWorkerTemplate": lwt}}
@@ -90,7 +97,7 @@ def _rbg_role(names: Names, cfg: KubernetesConfig, pods: RolePods) -> dict[str, 
     and the leader's differences (ports, readiness probe) as its leaderTemplatePatch."""
     base = pods.worker or pods.leader
     pattern: dict[str, Any] = {"size": pods.size, "restartPolicy": RBG_RESTART[cfg.restart_policy],
-                               "template": template(names, cfg, pods.role, _engine_spec(cfg, base))}
+                               "template": template(names, cfg, pods.role, _engine_spec(cfg, base, names, pods.role))}
     if pods.worker is not None:
         diff = {k: v for k, v in pods.leader.items() if k in ("ports", "readinessProbe") or k == "name"}
         pattern["leaderTemplatePatch"] = {"spec": {"containers": [diff]}}

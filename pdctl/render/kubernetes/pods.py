@@ -179,6 +179,21 @@ def pod_spec(cfg: KubernetesConfig, containers: list[dict[str, Any]], *, engine:
     return spec
 
 
+def spread_host_network(spec: dict[str, Any], labels: dict[str, str], host_network: bool) -> dict[str, Any]:
+    """With hostNetwork, pods of one role must not share a machine: every replica serves replica 0's ports
+    (one pod template), so two on one node both bind e.g. 30000 and 8998 and the second fails (the hazard
+    sglang PR #31964 names for hostNetwork replicas). A required pod anti-affinity on the node's hostname for
+    the role's pods (LABELS), added to the section's affinity."""
+    if not host_network:
+        return spec
+    term = {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": "kubernetes.io/hostname"}
+    affinity = {k: dict(v) if isinstance(v, dict) else v for k, v in (spec.get("affinity") or {}).items()}
+    anti = affinity.setdefault("podAntiAffinity", {})
+    anti["requiredDuringSchedulingIgnoredDuringExecution"] = [
+        *anti.get("requiredDuringSchedulingIgnoredDuringExecution", []), term]
+    return {**spec, "affinity": affinity}
+
+
 def template(names: Names, cfg: KubernetesConfig, role: str, spec: dict[str, Any]) -> dict[str, Any]:
     """A PodTemplateSpec: pdctl's labels (and the section's) on the pod, the section's annotations."""
     meta: dict[str, Any] = {"labels": {**cfg.labels, **names.labels(role)}}

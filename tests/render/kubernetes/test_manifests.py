@@ -169,7 +169,6 @@ def test_renders_are_deterministic() -> None:
 @pytest.mark.parametrize(("change", "message"), [
     ({"kubernetes.flavor": "helm"}, "kubernetes.flavor"),
     ({"kubernetes.image": None}, "no image"),
-    ({"decode.tp": 8}, "GPUs per pod above the node type"),
     ({"kubernetes.affinity": {"nodeAffinty": {}}}, "would be rejected"),
 ])
 def test_bad_input_exits_2(tmp_path: Path, change: dict[str, Any], message: str) -> None:
@@ -178,6 +177,31 @@ def test_bad_input_exits_2(tmp_path: Path, change: dict[str, Any], message: str)
     result = pdctl("launch", str(path), "--dry-run", "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("prefill", "decode", "shape"), [
+    # issue 36: refused before as "prefill: 3 replica(s) x tp 2 need 6 GPUs, but nodes p0 have 4"
+    ({"tp": 2, "replicas": 3}, {"tp": 4, "replicas": 2}, {"prefill": (3, 1, "2"), "decode": (2, 1, "4")}),
+    # a replica wider than its node type: pods of tp x pp / nnodes GPUs (was "GPUs per pod above the node type")
+    ({"tp": 1}, {"tp": 8, "replicas": 2}, {"prefill": (1, 1, "1"), "decode": (2, 2, "4")}),
+])
+def test_node_types_scale_replicas_with_right_pods_and_gpus(tmp_path: Path, prefill: dict[str, Any],
+                                                             decode: dict[str, Any],
+                                                             shape: dict[str, tuple[int, int, str]]) -> None:
+    doc = variant(**{f"prefill.{k}": v for k, v in prefill.items()}, **{f"decode.{k}": v for k, v in decode.items()})
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    result = pdctl("check-compat", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    _, objs = manifests(doc)
+    assert validate_manifests(objs) == []
+    for lws in (o for o in objs if o["kind"] == "LeaderWorkerSet"):
+        role = lws["metadata"]["labels"]["pdctl.dev/role"]
+        replicas, size, gpus = shape[role]
+        spec = lws["spec"]
+        assert (spec["replicas"], spec["leaderWorkerTemplate"]["size"]) == (replicas, size), role
+        leader = spec["leaderWorkerTemplate"].get("leaderTemplate") or spec["leaderWorkerTemplate"]["workerTemplate"]
+        assert leader["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == gpus, role
 
 
 def test_dry_run_writes_and_prints_the_manifests(tmp_path: Path) -> None:
@@ -213,3 +237,28 @@ def test_set_overrides_reach_the_manifests(tmp_path: Path) -> None:
     assert [o["kind"] for o in objs].count("RoleBasedGroup") == 1 and "LeaderWorkerSet" not in result.stdout
     assert all(o["metadata"]["labels"]["team"] == "inference" for o in objs)
     assert validate_manifests(objs) == []
+
+
+@pytest.mark.parametrize("flavor", ["lws", "rbg"])
+def test_host_network_pods_of_a_role_never_share_a_machine(flavor: str) -> None:
+    # every replica serves replica 0's ports: with hostNetwork two prefill pods on one node would both bind
+    # 30000 and 8998 (sglang PR #31964's hazard), so the role's pods get a required anti-affinity by hostname
+    doc = variant(**{"kubernetes.flavor": flavor, "kubernetes.host_network": True, "prefill.replicas": 3,
+                     "kubernetes.affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                         "nodeSelectorTerms": [{"matchExpressions": [
+                             {"key": "pool", "operator": "In", "values": ["gpu"]}]}]}}}})
+    _, objs = manifests(doc)
+    assert validate_manifests(objs) == []
+    pods = [p for p in pods_of(objs) if p["metadata"]["labels"].get("pdctl.dev/role") in ("prefill", "decode")]
+    assert len(pods) == 4
+    for pod in pods:
+        spec = pod["spec"]
+        (term,) = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        role = pod["metadata"]["labels"]["pdctl.dev/role"]
+        assert term["topologyKey"] == "kubernetes.io/hostname"
+        assert term["labelSelector"]["matchLabels"]["pdctl.dev/role"] == role
+        assert all(pod["metadata"]["labels"][k] == v for k, v in term["labelSelector"]["matchLabels"].items())
+        assert "nodeAffinity" in spec["affinity"]  # the section's own affinity is kept
+    # the control: without hostNetwork pods have their own addresses and may share a node
+    _, plain = manifests(variant(**{"kubernetes.flavor": flavor, "prefill.replicas": 3}))
+    assert all("affinity" not in p["spec"] for p in pods_of(plain))
