@@ -103,7 +103,9 @@ def verify(adaptation: Adaptation) -> list[str]:
 # --- 2. NIXL on host memory ---------------------------------------------------------------------------------
 
 _NIXL_CONN = "sglang.srt.disaggregation.nixl.conn"
-_NIXL_GUARD = "NIXL heterogeneous-TP direct-to-host KV transfer is not implemented safely yet"
+# conn.py:1590-1594, the refusal check-compat predicts for a CPU topology (pdctl.sglang.messages)
+_NIXL_GUARD = ('if dst_mem_kind != "VRAM":\n                raise NotImplementedError(\n'
+               '                    "NIXL heterogeneous-TP direct-to-host KV transfer is not "')
 
 
 def _apply_nixl_host_memory() -> None:
