@@ -51,6 +51,8 @@ def require_server_env(python: str, backend: str | None = None, what: str = "SGL
     transfer library); else UserError naming what is missing and `make sglang-env`."""
     modules = SERVER_MODULES + ((TRANSFER_MODULES[backend],) if backend in TRANSFER_MODULES else ())
     got = _probe(python, modules)
+    if not Path(python).exists():
+        raise UserError(f"{what}: its interpreter {python} does not exist: {HINT}")
     if got["missing"]:
         raise UserError(f"{what} needs {', '.join(got['missing'])} in {python}: {HINT}")
     return str(got["sglang"])
