@@ -65,6 +65,13 @@ PRESETS: dict[str, ModelSpec] = {
         layer_types=["full"] * 61, sliding_window=None, mla=True, kv_lora_rank=512, qk_rope_head_dim=64,
         hidden_size=7168, vocab_size=129280, source="preset:deepseek-v3", **_published("deepseek-v3"),
     ),
+    # `pdctl sglang-cpu init-model --shape llama` (pdctl.sglang_cpu.tinymodel): a CPU topology checks before the
+    # model is made
+    "sglang-cpu-tiny-llama": ModelSpec(
+        name="sglang-cpu-tiny-llama", num_layers=2, num_attention_heads=4, num_kv_heads=2, head_dim=32,
+        layer_types=["full"] * 2, sliding_window=None, hidden_size=128, vocab_size=1024,
+        source="preset:sglang-cpu-tiny-llama", model_type="llama", context_length=4096,
+    ),
     "reference-tiny": ModelSpec(
         name="reference-tiny", num_layers=4, num_attention_heads=16, num_kv_heads=8, head_dim=16,
         layer_types=alternating(4), sliding_window=32, hidden_size=128, vocab_size=258,
