@@ -31,7 +31,7 @@ def values(argv):
 
 def test_cpu_node_runs_sglang_through_the_cpu_adaptations_with_cpu_flags_and_env():
     procs = workers(NIXL)
-    for role, proc in procs.items():
+    for proc in procs.values():
         assert proc.argv[1:3] == ["-m", SERVE_MODULE]
         v = values(proc.argv)
         assert (v["device"], v["attention_backend"], v["sampling_backend"], v["grammar_backend"]) == \
