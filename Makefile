@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: system-deps $(STAMP)
 
-$(SGLANG_STAMP): scripts/sglang-env/build.sh scripts/sglang-env/requirements.txt
+$(SGLANG_STAMP): scripts/sglang-env/build.sh scripts/sglang-env/requirements.txt scripts/sglang-env/server-requirements.txt
 	bash scripts/sglang-env/build.sh $(SGLANG_VENV) 0.5.23
 	touch $(SGLANG_STAMP)
 

@@ -47,3 +47,7 @@ _.total_kv_head_num, _.aux_data_lens, _.aux_data_ptrs, _.aux_item_lens, _.gpu_id
 _.state_data_ptrs, _.state_data_lens, _.state_item_lens, _.state_dim_per_tensor, _.state_slice_outer_counts
 _.state_layer_ids, _.is_hybrid_mla_backend, _.state_conv_shard_groups, _.swa_kv_cache_layout
 _.mla_compression_ratios, _._mooncake_transfer_engine, _.bootstrap_server
+# pdctl.sglang_cpu: click's command, the import system's loader protocol (kernel_standin), attributes SGLang,
+# tokenizers and transformers read (adaptations, tinymodel)
+init_model_cmd, _.create_module, _.exec_module, _.__path__, _.__pdctl_standin__
+_.supports_host_tensor_indices, _.pre_tokenizer, _.decoder, _.chat_template, _.torch_dtype

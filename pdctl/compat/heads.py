@@ -77,6 +77,20 @@ def nixl_tp_over_heads(ctx: Context) -> Outcome:
     return passed(f"attention TP {p} -> {d} with {h} KV heads: NIXL head groups tile the pages")
 
 
+def nixl_hetero_tp_host_memory(ctx: Context) -> Outcome:
+    """SGLang's NIXL manager refuses heterogeneous TP when the decode's KV is host memory (a CPU node's
+    server: pdctl.sglang_cpu labels its KV DRAM, as it is). Measured on real SGLang servers on CPU (TP2 -> TP1,
+    TP1 -> TP2): the refusal happens at the first transfer, in the prefill's bootstrap thread."""
+    if not ctx.sglang or ctx.backend != "nixl" or not ctx.unequal:
+        return passed("not NIXL with unequal TP on SGLang")
+    hosts = [n for n in ctx.dec.nodes if ctx.topo.node(n).gpu == "cpu"]
+    if not hosts:
+        return passed("decode KV is GPU memory (VRAM)")
+    return fired(f"prefill attention TP {ctx.pre.attn_tp} -> decode {ctx.dec.attn_tp} over NIXL into host memory "
+                 f"(decode on CPU node(s) {', '.join(hosts)}): {messages.NIXL_HETERO_TP_HOST} "
+                 "(nixl/conn.py _prepare_payload_xfer; the request then waits out the bootstrap timeout)")
+
+
 def gqa_replication_version(ctx: Context) -> Outcome:
     """Releases before the replicated-head fix map decode ranks to heads by modulo (sglang#23746)."""
     if not ctx.sglang:

@@ -27,6 +27,8 @@ from pdctl.render.hosts import is_local_host
 from pdctl.render.kinds import process_kind
 from pdctl.render.transfer import with_nvlink
 from pdctl.sglang.versions import VersionChoice, choose, parse_version
+from pdctl.sglang_cpu import SERVE_MODULE
+from pdctl.sglang_cpu.sidevenv import require_server_env
 
 if TYPE_CHECKING:
     from pdctl.render.spec import Deployment
@@ -152,9 +154,23 @@ def missing_here(deployment: Deployment) -> list[UserError]:
     """pdctl's own processes that would start on this machine with this interpreter (the router, reference
     workers) but cannot: this install lacks an extra they import (a CLI-only `pip install pdctl`). One error
     per process, each naming the extra to install."""
-    found = (missing_for_process(p.argv, f"{p.name} (started on this machine)")
-             for p in deployment.processes() if process_kind(p).here)
+    found = [missing_for_process(p.argv, f"{p.name} (started on this machine)")
+             for p in deployment.processes() if process_kind(p).here]
+    found += [missing_cpu_server(p.argv, deployment.topo.transfer.backend if p.role != "colocated" else None,
+                                 p.name) for p in deployment.workers if process_kind(p).here]
     return [error for error in found if error is not None]
+
+
+def missing_cpu_server(argv: list[str], backend: str | None, name: str) -> UserError | None:
+    """For a CPU node's SGLang server (`PYTHON -m pdctl.sglang_cpu.serve ...`) started here: the UserError naming
+    what its interpreter lacks and `make sglang-env`; None when it has everything (or is not such a server)."""
+    if argv[1:3] != ["-m", SERVE_MODULE]:
+        return None
+    try:
+        require_server_env(argv[0], backend, what=f"{name} (SGLang's server on a CPU node)")
+    except UserError as exc:
+        return exc
+    return None
 
 
 def require_runnable_here(deployment: Deployment) -> None:

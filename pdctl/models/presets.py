@@ -82,6 +82,13 @@ PRESETS: dict[str, ModelSpec] = {
     "qwen3-next-80b-a3b": spec_from_config(CONFIGS["qwen3-next-80b-a3b"], name="qwen3-next-80b-a3b",
                                            source="preset:qwen3-next-80b-a3b"),
     "deepseek-v3.2": spec_from_config(CONFIGS["deepseek-v3.2"], name="deepseek-v3.2", source="preset:deepseek-v3.2"),
+    # `pdctl sglang-cpu init-model --shape llama` (pdctl.sglang_cpu.tinymodel): a CPU topology checks before the
+    # model is made
+    "sglang-cpu-tiny-llama": ModelSpec(
+        name="sglang-cpu-tiny-llama", num_layers=2, num_attention_heads=4, num_kv_heads=2, head_dim=32,
+        layer_types=["full"] * 2, sliding_window=None, hidden_size=128, vocab_size=1024,
+        source="preset:sglang-cpu-tiny-llama", model_type="llama", context_length=4096,
+    ),
     "reference-tiny": ModelSpec(
         name="reference-tiny", num_layers=4, num_attention_heads=16, num_kv_heads=8, head_dim=16,
         layer_types=alternating(4), sliding_window=32, hidden_size=128, vocab_size=258,

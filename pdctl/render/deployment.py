@@ -27,13 +27,14 @@ def render(topo: Topology, *, executor: str = "local", startup_timeout_s: int = 
     shared no NVLink domain: pdctl.render.transfer.with_nvlink adjusts it from preflight's finding."""
     placements = place(topo)
     own = {n.name: own_python(topo, n, executor) for n in topo.nodes}  # one node, one interpreter
+    engine = {n.name: engine_python(topo, n, executor) for n in topo.nodes}
     workers: list[ProcessSpec] = []
     for placement in placements:
         role = topo.role(placement.role)
         if topo.engine.kind == "reference":
             workers += render_reference_replica(topo, role, placement, python=own[placement.slots[0].node])
         else:
-            workers += render_sglang_replica(topo, role, placement)
+            workers += render_sglang_replica(topo, role, placement, engine)
     router = render_router(topo, placements, python=own[topo.router_node.name],
                            startup_timeout_s=startup_timeout_s)
     nvlink, note = use_nvlink(topo, None)
@@ -49,7 +50,7 @@ def render(topo: Topology, *, executor: str = "local", startup_timeout_s: int = 
         workers=[wrap(topo, w, executor) for w in workers],
         router=wrap(topo, router, executor),
         model_path=model_path(topo),
-        pythons={n.name: engine_python(topo, n, executor) for n in topo.nodes},
+        pythons=engine,
         transfer_env=transfer,
         nvlink=nvlink,
         notes=notes,

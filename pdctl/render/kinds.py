@@ -23,6 +23,7 @@ from pdctl.render.container import container_name, docker_prefix
 from pdctl.render.hosts import is_local_host
 from pdctl.render.slurm import step_name, step_prefix
 from pdctl.render.spec import ProcessSpec
+from pdctl.sglang_stack.launcher import local_python
 
 if TYPE_CHECKING:
     from pdctl.topology import Node, Topology
@@ -168,8 +169,16 @@ def own_python(topo: Topology, node: Node, kind: str) -> str:
 
 def engine_python(topo: Topology, node: Node, kind: str) -> str:
     """The interpreter NODE's servers run with when KIND starts them: pdctl's own (own_python) for the reference
-    engine, engine.python for SGLang."""
-    return own_python(topo, node, kind) if topo.engine.kind == "reference" else topo.engine.python
+    engine, engine.python for SGLang, except on a CPU node where KIND runs this machine's interpreters and
+    engine.python is left at its default: SGLang's side venv there (`make sglang-env`: $PDCTL_SGLANG_PYTHON,
+    else ./.venv-sglang or the checkout's), which has the packages SGLang's server needs on CPU."""
+    if topo.engine.kind == "reference":
+        return own_python(topo, node, kind)
+    runs_here = RUNS_THIS_PYTHON.get(kind)
+    if (node.gpu == "cpu" and topo.engine.container is None and topo.engine.python in _DEFAULT_PYTHONS
+            and runs_here is not None and runs_here(node)):
+        return local_python()
+    return topo.engine.python
 
 
 def executor_kind(topo: Topology, requested: str = AUTO) -> str:

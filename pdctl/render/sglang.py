@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pdctl.render.cpu import cpu_env, cpu_flags, is_cpu, module
 from pdctl.render.spec import ProcessSpec, merge_flags, node_ssh, optional_flag, process_name
 from pdctl.sglang.settings import ENV_AITER_LAYOUT, ENV_HND, ENV_STAGING
 from pdctl.sglang.table import FlagTable, load_table
@@ -126,16 +127,21 @@ def _parallel_flags(topo: Topology, role: RoleConfig) -> list[str]:
     return flags + ["--dp-size", "1", "--attn-dp-size", str(role.dp)]
 
 
-def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPlacement) -> list[ProcessSpec]:
+def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPlacement,
+                          pythons: dict[str, str] | None = None) -> list[ProcessSpec]:
     """The processes of one replica: one per node slot (node rank), all with the same flags except
-    --node-rank / --base-gpu-id; only node rank 0 serves HTTP."""
+    --node-rank / --base-gpu-id; only node rank 0 serves HTTP. PYTHONS: each node's interpreter (default
+    engine.python). A CPU node (`gpu: cpu`) runs SGLang through pdctl's CPU adaptations (pdctl.render.cpu)."""
     procs: list[ProcessSpec] = []
     for slot in placement.slots:
         node = topo.node(slot.node)
         env, use_base = worker_env(topo, slot, role)
         if role.name != "colocated":
             env = {**advertise_env(node), **env}  # a value the user set in engine.env wins
-        argv = [topo.engine.python, "-m", "sglang.launch_server", "--model-path", model_path(topo)]
+        if is_cpu(node):
+            env = {**cpu_env(topo, role, slot, node), **env}
+        python = (pythons or {}).get(node.name, topo.engine.python)
+        argv = [python, "-m", module(node), "--model-path", model_path(topo)]
         argv += optional_flag("--revision", topo.model.revision)
         if role.name != "colocated":  # a colocated server is plain SGLang: no disaggregation flag at all
             argv += [
@@ -161,6 +167,8 @@ def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPl
         argv += optional_flag("--max-total-tokens", role.max_total_tokens)
         argv += optional_flag("--mem-fraction-static", role.mem_fraction_static)
         argv += optional_flag("--random-seed", role.random_seed)
+        if is_cpu(node):
+            argv += cpu_flags(topo, role)
         # Prometheus /metrics for `pdctl status` (SGLang serves it only when asked); `enable-metrics: false`
         # in args leaves it out.
         argv.append("--enable-metrics")
@@ -174,7 +182,7 @@ def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPl
                 "--dist-init-addr",
                 str(placement.dist_init_addr),
             ]
-        if use_base and slot.base_gpu_id:
+        if use_base and slot.base_gpu_id and not is_cpu(node):  # CPU rank slots are cores, not devices
             argv += ["--base-gpu-id", str(slot.base_gpu_id)]
         argv = merge_flags(argv, role.args)
         head = slot.node_rank == 0

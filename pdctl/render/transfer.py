@@ -34,7 +34,7 @@ NVLINK_NOTE = "transfer.nvlink:"  # how the notes of use_nvlink begin
 MNNVL_GPUS = frozenset({"gb200", "gb300"})
 # UCX transports of a UCX backend (NIXL) with `transfer.protocol: tcp`. SGLang: TCP between nodes, CUDA copy/IPC
 # and shared memory within one (as the SGLang PR that added head-sliced SWA transfer ran its NIXL tests). The
-# CPU reference engine: TCP only, so that a rehearsal moves its KV the way the topology says even between two
+# CPU reference engine and SGLang on CPU nodes: TCP only, so that a rehearsal moves its KV the way the topology says even between two
 # servers on one machine (UCX would take shared memory, cma, there: not what the real run does between nodes).
 # A UCX_TLS in engine.env wins over both.
 NIXL_TCP_UCX_TLS = "tcp,cuda_copy,cuda_ipc,sm"
@@ -70,7 +70,8 @@ def protocol_env(topo: Topology) -> dict[str, str]:
     over it."""
     if not topo.is_pd or not backend(topo.transfer.backend).ucx or topo.transfer.protocol != "tcp":
         return {}
-    return {"UCX_TLS": REFERENCE_TCP_UCX_TLS if topo.engine.kind == "reference" else NIXL_TCP_UCX_TLS}
+    host_only = topo.engine.kind == "reference" or all(n.gpu == "cpu" for n in topo.nodes)  # no CUDA transports
+    return {"UCX_TLS": REFERENCE_TCP_UCX_TLS if host_only else NIXL_TCP_UCX_TLS}
 
 
 def transfer_env(topo: Topology, nvlink: bool, role: str) -> dict[str, str]:

@@ -39,6 +39,11 @@ SWA_HETERO_TP_PP = ("PD Disaggregation does NOT support PD different TP sizes fo
                     "with pipeline parallelism yet.")
 
 
+# nixl/conn.py::_prepare_payload_xfer (0.5.23: conn.py:1590-1594), raised in the prefill's bootstrap thread when
+# the decode's KV is host memory (DRAM) and the TP sizes differ; the request then waits out the bootstrap timeout
+NIXL_HETERO_TP_HOST = "NIXL heterogeneous-TP direct-to-host KV transfer is not implemented safely yet"
+
+
 def head_slice_layout(layout: str) -> str:
     return f"Head-sliced PD transfer needs the NHD KV cache layout, got {layout}"
 

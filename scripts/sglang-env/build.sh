@@ -8,7 +8,8 @@
 # compressed-tensors come without their dependency pins (they would pull CUDA wheels); the pure-Python
 # packages SGLang imports are pinned in requirements.txt beside this script; torchvision is replaced by an
 # inert stub (stubs/torchvision: its C ops cannot load against CPU torch; SGLang imports it only in multimodal
-# helpers the tests never call).
+# helpers the tests never call). server-requirements.txt: what SGLang's real server (launch_server) imports
+# on CPU nodes (pdctl.sglang_cpu), --no-deps.
 set -euo pipefail
 venv=${1:?usage: build.sh VENV [SGLANG_VERSION]}
 version=${2:-0.5.23}
@@ -21,6 +22,8 @@ pip="$venv/bin/pip"
 "$pip" install -q --no-deps "sglang==$version" compressed-tensors==0.18.0 apache-tvm-ffi==0.1.11
 # `nixl` is the import name SGLang uses; its wheel only re-exports nixl_cu12 (and would pull CUDA 13 wheels).
 "$pip" install -q --no-deps nixl==1.5.1
+# What SGLang's real server imports (pdctl.sglang_cpu: `launch_server` on CPU nodes), without their own pins.
+"$pip" install -q --no-deps -r "$here/server-requirements.txt"
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 rm -rf "$site/torchvision"
 cp -r "$here/stubs/torchvision" "$site/torchvision"
@@ -36,5 +39,7 @@ import sglang.benchmark.serving  # noqa: F401  (pdctl bench serve runs it)
 import nixl._api  # noqa: F401  (SGLang's NIXL manager: pdctl.sglang_stack)
 import mooncake.engine  # noqa: F401  (SGLang's Mooncake manager; needs libibverbs1)
 import fastapi, uvicorn  # noqa: F401,E401  (the reference engine on SGLang's stack)
+import sglang.launch_server  # noqa: F401  (SGLang's real server on CPU nodes: pdctl.sglang_cpu)
+import sglang.srt.entrypoints.http_server  # noqa: F401
 print(f"sglang {sglang.__version__} imports on CPU")
 PY

@@ -24,7 +24,8 @@ from tests.support.launch_samples import CONFIGS, SGLANG_BASE
 
 
 def sglang_args(argv: list[str]) -> list[str]:
-    assert argv[1:3] == ["-m", "sglang.launch_server"], argv
+    # a CPU node (`gpu: cpu`) runs SGLang's launch_server through pdctl's CPU adaptations (tests/render/test_cpu.py)
+    assert argv[1:3] in (["-m", "sglang.launch_server"], ["-m", "pdctl.sglang_cpu.serve"]), argv
     return argv[3:]
 
 
@@ -220,6 +221,7 @@ def test_colocated_renders_plain_sglang_servers_and_a_regular_router(replicas: i
     doc = yaml.safe_load(COLOCATED_CONFIG.read_text())
     doc["engine"] = {"kind": "sglang", "version": "0.5.23"}
     doc["nodes"][0]["gpus"] = 4
+    doc["nodes"][0]["gpu"] = "h100"  # GPU servers (a `gpu: cpu` node runs SGLang on CPU: tests/render/test_cpu.py)
     doc["colocated"]["replicas"] = replicas
     # a transfer: section is ignored in colocated mode: nothing of it may reach the commands
     doc["transfer"] = {"backend": "mooncake", "protocol": "rdma", "staging_buffer": True, "ib_device": "mlx5_0"}

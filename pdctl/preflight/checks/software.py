@@ -3,6 +3,7 @@ the same SGLang; a reference-engine node must run the pdctl that launches it).""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from pdctl.preflight.context import Context, NodeCheck
@@ -90,13 +91,28 @@ def _packages(ctx: Context) -> list[NodeCheck]:
             else:
                 out.append((name, passed(f"versions.{lib}", f"{lib} {version}", version)))
     router = topo.router_node.name
-    if ctx.reached(router):
+    if ctx.deployment.router.argv[0] == sys.executable:
+        # the router runs with this very interpreter (a node that is this machine, and its servers run another
+        # one: SGLang's side venv on a CPU node): what this interpreter has is the fact
+        out.append((router, _this_router()))
+    elif ctx.reached(router):
         version = (ctx.fact(router, "packages") or {}).get("sglang_router")
         check = passed("versions.sglang_router", f"sglang-router {version}", version) if version else failed(
             "versions.sglang_router", f"sglang-router is not installed for {ctx.facts[router].python}",
             fix="pip install sglang-router on the router node")
         out.append((router, check))
     return out
+
+
+def _this_router() -> Any:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("sglang-router")
+    except PackageNotFoundError:
+        return failed("versions.sglang_router", f"sglang-router is not installed for {sys.executable}",
+                      fix="pip install sglang-router (pdctl's engine extra)")
+    return passed("versions.sglang_router", f"sglang-router {found}", found)
 
 
 def _same_versions(ctx: Context) -> list[NodeCheck]:
