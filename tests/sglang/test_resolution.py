@@ -50,7 +50,9 @@ def differential(version: str, oracle: Oracle, n: int, root: Path) -> dict[str, 
     """Judge N generated topologies both ways; the counts and the disagreements."""
     drawn = generate(SEED, n, write_models(root), version)
     cases = [{"argv": sglang_argv(argv), "gpu": d["gpu"]} for d in drawn for argv in d["roles"].values()]
-    answers = iter(oracle.ask("resolve", cases))
+    answered = oracle.ask("resolve", cases)
+    assert all(a["verdict"] in ("starts", "refuses") for a in answered), answered[0]
+    answers = iter(answered)
     out: dict[str, Any] = {"lines": len(cases), "refused": 0, "false_pass": [], "false_reject": [],
                            "wrong_words": [], "sites": Counter()}
     for d in drawn:
