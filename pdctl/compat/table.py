@@ -97,10 +97,10 @@ RULES: list[Rule] = [
     Rule("offload-kvcache-storage", "error", ARGS, offload.offload_kvcache_storage,
          "set decode.args hicache-storage-backend (e.g. file, mooncake), or drop "
          "disaggregation-decode-enable-offload-kvcache",
-         "decode KV offload without a HiCache storage backend (SGLang >= 0.5.20)"),
+         "decode KV offload without a HiCache storage backend (SGLang >= 0.5.9)"),
     Rule("offload-kvcache-host-pool", "error", ARGS, offload.offload_kvcache_host_pool,
          "drop disaggregation-decode-retraction-backup host_pool, or the offload flag",
-         "decode KV offload with the host-pool retraction backup (SGLang >= 0.5.20)"),
+         "decode KV offload with the host-pool retraction backup (SGLang >= 0.5.18)"),
     Rule("unified-memory-backend", "error", ARGS, memory.unified_memory_backend,
          "use transfer.backend: mooncake with protocol: rdma, or unified_memory: false",
          "unified memory with a backend other than mooncake (RDMA)"),
