@@ -21,7 +21,7 @@ import pytest
 from pdctl.compat.evaluate import evaluate
 from pdctl.compat.table import ARGS
 from tests.support.resolution_topologies import generate, sglang_argv, write_models
-from tests.support.sglang_env import RESOLUTION_RELEASES, Oracle, overlay
+from tests.support.sglang_env import RESOLUTION_RELEASES, Oracle, release_worker
 
 pytestmark = pytest.mark.e2e  # starts the SGLang side interpreter
 
@@ -32,18 +32,7 @@ SAMPLE = int(os.environ.get("PDCTL_RESOLUTION_SAMPLE", "16"))  # topologies per 
 @pytest.fixture(scope="module", params=RESOLUTION_RELEASES)
 def resolution_oracle(request: pytest.FixtureRequest, sglang_python: str):
     """(release, SGLang's resolution of that release): 0.5.23 is the side venv's own, older ones its overlay."""
-    version = request.param
-    where = None
-    if version != "0.5.23":
-        where = overlay(version)
-        if where is None:
-            pytest.skip(f"no overlay of SGLang {version}: run `make sglang-overlays`")
-    worker = Oracle(sglang_python, overlay=where, script="sglang_resolution_oracle.py")
-    try:
-        assert worker.version == version, f"the overlay of {version} imports SGLang {worker.version}"
-        yield version, worker
-    finally:
-        worker.close()
+    yield from release_worker(request.param, sglang_python, "sglang_resolution_oracle.py")
 
 
 def differential(version: str, oracle: Oracle, n: int, root: Path) -> dict[str, Any]:

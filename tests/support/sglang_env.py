@@ -105,3 +105,21 @@ def oracle(sglang_python: str) -> Iterator[Oracle]:
         yield worker
     finally:
         worker.close()
+
+
+def release_worker(version: str, python: str, script: str) -> Iterator[tuple[str, Oracle]]:
+    """(VERSION, SCRIPT's worker in that release): 0.5.23 is the side venv's own, older ones their overlay (a
+    missing overlay skips, saying how to build it). The generator behind the per-release module fixtures."""
+    where = None
+    if version != "0.5.23":
+        where = overlay(version)
+        if where is None:
+            pytest.skip(f"no overlay of SGLang {version}: run `make sglang-overlays` "
+                        f"(scripts/sglang-flags/generate.py --overlays-only {version})")
+    worker = Oracle(python, overlay=where, script=script)
+    try:
+        assert worker.version == version, f"the overlay of {version} imports SGLang {worker.version}"
+        yield version, worker
+    finally:
+        worker.close()
+
