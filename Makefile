@@ -10,7 +10,7 @@ SGLANG_STAMP := $(SGLANG_VENV)/.pdctl-sglang-installed
 export PDCTL_SGLANG_PYTHON ?= $(abspath $(SGLANG_VENV))/bin/python
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: install system-deps sglang-env sglang-overlays sglang-flags test test-fast lint demo bench clean
+.PHONY: install system-deps sglang-env sglang-overlays resolution-sweep sglang-flags test test-fast lint demo bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -35,8 +35,15 @@ sglang-env: $(SGLANG_STAMP)
 # (tests/support/sglang_env.py::ORACLE_RELEASES): each in an overlay over the side venv, .pdctl/sglang-flags/<v>
 # (its wheel and the pure-Python pins it imports; ~1-3 min each, once).
 SGLANG_ORACLE_RELEASES := 0.5.0rc2 0.5.5.post2 0.5.8 0.5.8.post1 0.5.12
+# Older releases whose start-up argument resolution tests/sglang/test_resolution.py runs
+# (tests/support/sglang_env.py::RESOLUTION_RELEASES besides 0.5.23; ~2 min and ~200 MB each, once).
+SGLANG_RESOLUTION_RELEASES := 0.5.22 0.5.21 0.5.20 0.5.19
 sglang-overlays: install sglang-env
-	$(BIN)/python scripts/sglang-flags/generate.py --overlays-only $(SGLANG_ORACLE_RELEASES)
+	$(BIN)/python scripts/sglang-flags/generate.py --overlays-only $(SGLANG_ORACLE_RELEASES) $(SGLANG_RESOLUTION_RELEASES)
+
+# The full start-up differential: 400 generated topologies per release (docs/check-compat.md has the counts).
+resolution-sweep: install sglang-env sglang-overlays
+	PDCTL_RESOLUTION_SAMPLE=400 $(BIN)/python -m pytest -q -s tests/sglang/test_resolution.py
 
 # Regenerate pdctl/sglang/flags/sglang-X.json (SGLang's parser per release) from the released wheels (~4 min).
 sglang-flags: install sglang-env

@@ -238,3 +238,11 @@ def dp_attention_replicated_gather(model: str, role: str, attn_tp: int, version:
     return (f"{role}: {model} with DP attention at attention TP {attn_tp} (MoE a2a none) on {version}: "
             "dp_gather_partial sums the already-reduced hidden states of every attention-TP rank, multiplying "
             f"them by {attn_tp} at each MoE layer: garbage answers, no error (fixed in SGLang {fixed})")
+
+
+# -- decode KV offload (arg_groups/kv_cache_hook.py, start-up resolution) ----------------------------------
+OFFLOAD_KVCACHE_NEEDS_STORAGE = ("The argument disaggregation-decode-enable-offload-kvcache is only supported when "
+                                 "hicache-storage-backend is provided.")
+OFFLOAD_KVCACHE_HOST_POOL = ("The arguments disaggregation-decode-enable-offload-kvcache and "
+                             "disaggregation-decode-retraction-backup=host_pool are mutually exclusive: "
+                             "both build a decode host pool.")

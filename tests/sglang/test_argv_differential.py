@@ -16,7 +16,7 @@ import pytest
 from pdctl.sglang.argv import PARTLY_CHECKED, parse_argv
 from pdctl.sglang.table import Flag, FlagTable, load_table
 from pdctl.sglang.versions import TABLE_DIR
-from tests.support.sglang_env import ORACLE_RELEASES, Oracle, overlay
+from tests.support.sglang_env import ORACLE_RELEASES, release_worker
 
 pytestmark = pytest.mark.e2e  # starts the SGLang side interpreter
 
@@ -26,19 +26,7 @@ RELEASES = ("0.5.23", *ORACLE_RELEASES)
 @pytest.fixture(scope="module", params=RELEASES)
 def release_oracle(request: pytest.FixtureRequest, sglang_python: str):
     """(release, SGLang's parser of that release): 0.5.23 is the side venv's own, older ones its overlay."""
-    version = request.param
-    where = None
-    if version != "0.5.23":
-        where = overlay(version)
-        if where is None:
-            pytest.skip(f"no overlay of SGLang {version}: run `make sglang-overlays` "
-                        f"(scripts/sglang-flags/generate.py --overlays-only {version})")
-    worker = Oracle(sglang_python, overlay=where, script="sglang_parser_oracle.py")
-    try:
-        assert worker.version == version, f"the overlay of {version} imports SGLang {worker.version}"
-        yield version, worker
-    finally:
-        worker.close()
+    yield from release_worker(request.param, sglang_python, "sglang_parser_oracle.py")
 
 
 def value_for(rng: random.Random, flag: Flag) -> str:

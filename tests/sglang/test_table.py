@@ -114,9 +114,11 @@ def test_the_makefile_builds_the_overlays_the_differential_tests_run() -> None:
     import re
 
     from tests.support.paths import REPO
-    from tests.support.sglang_env import ORACLE_RELEASES
+    from tests.support.sglang_env import ORACLE_RELEASES, RESOLUTION_RELEASES
 
     makefile = (REPO / "Makefile").read_text()
     listed = re.search(r"^SGLANG_ORACLE_RELEASES := (.*)$", makefile, re.MULTILINE)
     assert listed and tuple(listed.group(1).split()) == ORACLE_RELEASES
     assert set(ORACLE_RELEASES) <= set(RELEASES)
+    resolution = re.search(r"^SGLANG_RESOLUTION_RELEASES := (.*)$", makefile, re.MULTILINE)
+    assert resolution and ("0.5.23", *resolution.group(1).split()) == RESOLUTION_RELEASES  # 0.5.23: the venv

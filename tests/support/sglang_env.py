@@ -22,6 +22,9 @@ OVERLAYS_VAR = "PDCTL_SGLANG_OVERLAYS"
 # 0.5.23 (the Makefile's SGLANG_ORACLE_RELEASES builds their overlays; a test checks the two lists agree): the
 # oldest table, the post-releases srt-slurm recipes run, and one from the middle.
 ORACLE_RELEASES = ("0.5.0rc2", "0.5.5.post2", "0.5.8", "0.5.8.post1", "0.5.12")
+# The releases whose start-up argument resolution tests/sglang/test_resolution.py runs (their overlays: the
+# Makefile's SGLANG_RESOLUTION_RELEASES): the newest first; each has runtime_context.override_platform (0.5.16-0.5.18 do not: not covered yet).
+RESOLUTION_RELEASES = ("0.5.23", "0.5.22", "0.5.21", "0.5.20", "0.5.19")
 
 
 def sglang_python() -> str | None:
@@ -102,3 +105,21 @@ def oracle(sglang_python: str) -> Iterator[Oracle]:
         yield worker
     finally:
         worker.close()
+
+
+def release_worker(version: str, python: str, script: str) -> Iterator[tuple[str, Oracle]]:
+    """(VERSION, SCRIPT's worker in that release): 0.5.23 is the side venv's own, older ones their overlay (a
+    missing overlay skips, saying how to build it). The generator behind the per-release module fixtures."""
+    where = None
+    if version != "0.5.23":
+        where = overlay(version)
+        if where is None:
+            pytest.skip(f"no overlay of SGLang {version}: run `make sglang-overlays` "
+                        f"(scripts/sglang-flags/generate.py --overlays-only {version})")
+    worker = Oracle(python, overlay=where, script=script)
+    try:
+        assert worker.version == version, f"the overlay of {version} imports SGLang {worker.version}"
+        yield version, worker
+    finally:
+        worker.close()
+
