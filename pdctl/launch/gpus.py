@@ -21,6 +21,7 @@ from pdctl.executors import node_executor
 from pdctl.metrics import names as N
 from pdctl.metrics.gpu import Device, from_dcgm, from_nvidia_smi, node_document, with_rates
 from pdctl.preflight.parsers.nvidia_smi import parse_nvidia_smi_q
+from pdctl.render.kinds import kind_of_records
 from pdctl.topology.placement import host_for_url
 
 DCGM_TIMEOUT_S = 2.0
@@ -31,10 +32,7 @@ NO_GPUS = "CPU node (gpu: cpu): no GPUs"
 
 def executor_kind(state: dict[str, Any]) -> str:
     """The deployment's executor kind (pdctl.render.kinds) from its processes' executors."""
-    kinds = {str(r.get("executor", "local")) for r in state.get("processes", [])}
-    if kinds & {"srun", "slurm"}:
-        return "slurm"
-    return "kubernetes" if "kubernetes" in kinds else "local"
+    return kind_of_records(state.get("processes", []))
 
 
 class GpuWatch:

@@ -135,6 +135,14 @@ def process_kind(record: dict[str, Any] | ProcessSpec) -> ProcessKind:
     return PROCESS_KINDS.get(str(name), _UNKNOWN)
 
 
+def kind_of_records(records: list[dict[str, Any]]) -> str:
+    """The executor kind of a run from its state.json process records: the first non-default kind one of whose
+    process kinds a record has (a Slurm step, a pod), else the default."""
+    names = {process_kind(r).name for r in records}
+    return next((k.name for k in KINDS.values() if k.name != DEFAULT and any(p.name in names for p in k.processes)),
+                DEFAULT)
+
+
 def kind_choices() -> list[str]:
     """Every name `--executor` takes for a kind (its aliases after it)."""
     return [name for k in KINDS.values() for name in (k.name, *k.aliases)]
@@ -174,7 +182,7 @@ def engine_python(topo: Topology, node: Node, kind: str) -> str:
     else ./.venv-sglang or the checkout's), which has the packages SGLang's server needs on CPU."""
     if topo.engine.kind == "reference":
         return own_python(topo, node, kind)
-    runs_here = RUNS_THIS_PYTHON.get(kind)
+    runs_here = KINDS[kind].runs_this_python if kind in KINDS else None
     if (node.gpu == "cpu" and topo.engine.container is None and topo.engine.python in _DEFAULT_PYTHONS
             and runs_here is not None and runs_here(node)):
         return local_python()
