@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pdctl.compat import evaluate
 from pdctl.render.deployment import render
-from pdctl.sglang_stack.verdict import REHEARSED_RULES, agrees, first_stage, predict
+from pdctl.sglang_stack.verdict import BYPASSED_RULES, REHEARSED_RULES, agrees, first_stage, predict
 from tests.support.topo_factory import make
 
 
@@ -48,6 +48,20 @@ def test_rehearsed_rules_exist_in_the_rule_table():
     from pdctl.compat import RULES_BY_ID
 
     assert set(REHEARSED_RULES) <= set(RULES_BY_ID)
+    assert set(BYPASSED_RULES) <= set(RULES_BY_ID)
+
+
+def test_a_cpu_rehearsal_steps_around_the_host_memory_guard_and_says_so():
+    # engine sglang on a CPU node, NIXL TP2 -> TP1: check-compat refuses the launch (SGLang's servers would hit
+    # the host-memory guard); the transfer rehearsal relabels it, so it is listed as bypassed, not a refusal
+    topo, spec = make(nodes=[{"name": "local", "host": "127.0.0.1", "gpu": "cpu", "gpus": 3}],
+                      prefill={"tp": 2, "nodes": ["local"]}, decode={"tp": 1, "nodes": ["local"]})
+    findings = evaluate(render(topo), spec)
+    assert "nixl-hetero-tp-host-memory" in {f.rule for f in findings if f.is_error}
+    p = predict(findings)
+    assert [r["rule"] for r in p.bypassed] == ["nixl-hetero-tp-host-memory"]
+    assert "nixl-hetero-tp-host-memory" not in {r["rule"] for r in p.rules + p.not_rehearsed}
+    assert p.to_dict()["bypassed_rules"] == p.bypassed
 
 
 def test_first_stage_orders_by_sglang_stage():
