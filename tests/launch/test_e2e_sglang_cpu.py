@@ -20,6 +20,7 @@ import yaml
 from pdctl.sglang_cpu import SERVE_MODULE
 from pdctl.sglang_cpu.sidevenv import init_model
 from tests.support.launch_e2e import generate, pdctl, wait_state
+from tests.support.net import free_port
 from tests.support.orphans import assert_no_orphans, group_pids, started_records
 from tests.support.paths import DATA, REPO
 
@@ -35,6 +36,11 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, sglang_python: str) -> 
     model = init_model(str(tmp / "tiny-llama"), "llama", 0)
     doc = yaml.safe_load((REPO / "configs" / "local-cpu-sglang.yaml").read_text())
     doc["model"]["path"] = model["path"]
+    # the shipped config's ports sit in the kernel's ephemeral range: a test takes reserved free ports instead
+    doc["transfer"]["bootstrap_port"] = free_port()
+    for section in ("prefill", "decode", "router"):
+        doc[section]["port"] = free_port()
+    doc["router"]["metrics_port"] = free_port()
     topo = tmp / "topo.yaml"
     topo.write_text(yaml.safe_dump(doc))
     run_dir = tmp / ".pdctl" / "runs" / doc["name"]
