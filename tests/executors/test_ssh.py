@@ -100,7 +100,9 @@ def test_port_in_use_on_a_remote_node_names_the_process_with_its_log(
         with pytest.raises(CheckFailed) as err:
             launch_topology(topo, tmp_path / "run", timeout=90, skip_compat=True)
     assert time.monotonic() - t0 < 90
-    assert err.value.message == "decode-0 on node local exited before it was healthy"
+    message = err.value.message
+    assert message.splitlines()[0] == "decode-0 on node local exited before it was healthy"
+    assert "decode-0: ref-bind" in message  # the diagnosis (pdctl.diagnose) ends the message: the port taken
     assert "address already in use" in (err.value.detail or "").lower()
     assert {r["executor"] for r in started_records(tmp_path / "run")} == {"ssh"}
     assert_no_orphans(tmp_path / "run")
