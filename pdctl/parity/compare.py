@@ -47,6 +47,7 @@ class Comparison:
     reason: str = ""
     explained_by: str | None = None  # "floor" | "prefill_differs" for failures that are not the deployment's
     unexplained_because: str | None = None  # why a failure is not explained (set by ModeResult.explain)
+    uncalibrated: bool = False  # a failure the floor may lack a control to explain (pdctl.parity.calibration)
     score: float = 0.0  # mean capped top-k KL over the positions (nats)
     flips: int = 0
     resyncs: int = 0

@@ -37,8 +37,8 @@ from typing import Any
 from pdctl.errors import CheckFailed, UserError
 from pdctl.executors.logtail import tail_lines
 from pdctl.extras import PROCESS_NEEDS, first_missing
-from pdctl.parity.prompts import first_info
 from pdctl.parity.runner import Control
+from pdctl.parity.splits import Split, control_tp, discover_split
 from pdctl.target import Target, check_reachable, get_json, target_from_url
 
 # flags of the reference engine copied from the reference's /server_info onto a launched control
@@ -46,54 +46,6 @@ _COPIED = ("page_size", "kv_cache_dtype", "kv_layout", "max_total_tokens", "swa_
            "random_seed", "chunked_prefill_size", "num_threads", "schedule_conservativeness")
 _BARE = ("disable_hybrid_swa_memory", "disable_radix_cache")
 LOG_TAIL = 30  # lines of a failed control's log in the error
-
-
-def attention_tp(info: dict[str, Any] | None) -> int | None:
-    """The attention-TP size a server's /server_info describes (None when it does not say)."""
-    doc = first_info(info or {})
-    tp = doc.get("tp_size")
-    if not isinstance(tp, int) or isinstance(tp, bool) or tp < 1:
-        return None
-    dp = doc.get("dp_size")
-    if doc.get("enable_dp_attention") and isinstance(dp, int) and dp > 1 and tp % dp == 0:
-        return tp // dp
-    return tp
-
-
-@dataclass(frozen=True)
-class Split:
-    """The attention TP of the server computing the prompt and of the one computing the generated tokens."""
-
-    prefill: int | None
-    decode: int | None
-
-    @property
-    def known(self) -> bool:
-        return self.prefill is not None and self.decode is not None
-
-    def as_list(self) -> list[int | None]:
-        return [self.prefill, self.decode]
-
-
-def _info(url: str) -> dict[str, Any] | None:
-    return get_json(url, "/server_info", "/get_server_info")
-
-
-def server_url(target: Target) -> str:
-    """The server that computes TARGET's prompts: its prefill, or the one server behind a router in front of
-    a colocated deployment (a router's own /server_info does not describe its workers' TP)."""
-    if target.prefill_urls:
-        return target.prefill_urls[0]
-    if len(target.flush_all) == 1 and not target.flush_decode:
-        return target.flush_all[0]
-    return target.info_url
-
-
-def split_of(target: Target) -> tuple[Split, dict[str, Any] | None]:
-    """TARGET's split (from its prefill and decode servers when known) and its prefill's /server_info."""
-    first = _info(server_url(target))
-    decode = _info(target.flush_decode[0]) if target.flush_decode else first
-    return Split(attention_tp(first), attention_tp(decode)), first
 
 
 def needed_tps(candidate: Split, reference: Split) -> list[int]:
@@ -107,17 +59,38 @@ def needed_tps(candidate: Split, reference: Split) -> list[int]:
 
 @dataclass
 class TPInfo:
-    """What the JSON says about TP: the splits, the TPs needing a control, the controls used, a note."""
+    """What the JSON says about TP: the splits, the TPs needing a control, the controls used, a note, and what
+    the floor still lacks (`missing`: TPs no control covers; `unknown`: why a split is unknown)."""
 
     candidate: Split
     reference: Split
     needed: list[int]
     controls: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
+    servers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    unknown: str = ""  # why the splits are unknown ("" when both are known or a control was given anyway)
+    missing: list[int] = field(default_factory=list)
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the floor has every control the comparison needs (else a difference may be TP rounding)."""
+        return not self.unknown and not self.missing
+
+    def calibrate_with(self) -> str:
+        """What would calibrate the floor, in the user's terms (empty when calibrated)."""
+        if self.calibrated:
+            return ""
+        tps = self.missing or sorted({t for t in self.candidate.as_list() if t is not None})
+        at = f"attention TP {', '.join(map(str, tps))}" if tps else "the candidate's attention TP"
+        return (f"pass --tp-control URL (a correct colocated server at {at}: pdctl launch a `mode: colocated` "
+                f"topology with that tp, or SGLang with --tp-size), or give the reference as --reference-topology "
+                "FILE (its split is then known, and for the reference engine parity starts the TP controls itself)")
 
     def document(self) -> dict[str, Any]:
         return {"candidate": self.candidate.as_list(), "reference": self.reference.as_list(), "needed": self.needed,
-                "controls": self.controls, "note": self.note or None}
+                "controls": self.controls, "note": self.note or None, "servers": self.servers,
+                "calibrated": self.calibrated, "missing": self.missing, "unknown": self.unknown or None,
+                "calibrate_with": self.calibrate_with() or None}
 
 
 def control_argv(info: dict[str, Any], *, tp: int, numerics: str | None, port_file: Path) -> list[str]:
@@ -186,40 +159,67 @@ def _stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
             continue
 
 
+def _given(info: TPInfo, urls: tuple[str, ...]) -> list[Control]:
+    """--tp-control URLs (a server, or a router in front of one): their TPs found as any target's are."""
+    controls = []
+    for url in urls:
+        check_reachable(url, "--tp-control")
+        tp, target = control_tp(url)
+        controls.append(Control(f"tp{tp} control" if tp else f"control {url}", target))
+        info.controls.append({"tp": tp, "url": url, "source": "given"})
+    covered = {c["tp"] for c in info.controls}
+    if None in covered:  # the user's word that it is the right control: TP unknown, trusted
+        info.note = "a --tp-control's TP could not be read: trusted to be at the TP the candidate needs"
+        return controls
+    info.missing = [t for t in info.needed if t not in covered]
+    if not (info.candidate.known and info.reference.known):
+        info.note = f"the TP splits are unknown ({info.unknown}): the floor uses the given --tp-control"
+        info.unknown = ""  # the user named the control the comparison needs
+    return controls
+
+
 @contextlib.contextmanager
 def tp_controls(candidate: Target, reference: Target, *, urls: tuple[str, ...] = (), enabled: bool = True,
                 numerics: str | None = None, timeout: float = 600.0) -> Iterator[tuple[list[Control], TPInfo]]:
-    """The TP controls for this candidate/reference pair (given, launched, or none) and what to report."""
-    cand, cand_info = split_of(candidate)
-    ref, ref_info = split_of(reference)
-    info = TPInfo(cand, ref, needed_tps(cand, ref))
+    """The TP controls for this candidate/reference pair (given, launched, or none) and what to report: a
+    control that is needed but cannot be had leaves the floor uncalibrated (TPInfo.calibrated), it never
+    stops the run."""
+    cand, ref = discover_split(candidate), discover_split(reference)
+    reasons = [f"{name}: {found.unknown_because}" for name, found in (("candidate", cand), ("reference", ref))
+               if found.unknown_because]
+    info = TPInfo(cand.split, ref.split, needed_tps(cand.split, ref.split),
+                  servers={"candidate": cand.servers, "reference": ref.servers}, unknown="; ".join(reasons))
     if urls:
-        controls = []
-        for url in urls:
-            check_reachable(url, "--tp-control")
-            tp = attention_tp(_info(url))
-            controls.append(Control(f"tp{tp} control" if tp else f"control {url}", target_from_url(url)))
-            info.controls.append({"tp": tp, "url": url, "source": "given"})
-        yield controls, info
+        yield _given(info, urls), info
         return
-    if not enabled or not info.needed:
-        if info.needed:
-            info.note = "TP controls disabled (--no-tp-control): TP rounding is not in the floor"
-        elif not (cand.known and ref.known):
-            info.note = "the TP splits are unknown (no tp_size in /server_info): no TP control"
+    if info.unknown:
+        info.note = f"the TP splits are unknown ({info.unknown}): no TP control"
         yield [], info
         return
-    if (ref_info or {}).get("engine") != "pdctl-reference":
-        info.note = (f"the candidate's attention TP {cand.as_list()} differs from the reference's {ref.as_list()} and "
-                     "no TP control was given: TP rounding is not in the floor (start a colocated server at TP "
-                     f"{', '.join(map(str, info.needed))} and pass --tp-control URL)")
+    info.missing = list(info.needed)
+    if not info.needed:
         yield [], info
         return
-    value = numerics or (cand_info or {}).get("numerics")
+    if not enabled:
+        info.note = "TP controls disabled (--no-tp-control): TP rounding is not in the floor"
+        yield [], info
+        return
+    if (ref.info or {}).get("engine") != "pdctl-reference":
+        info.note = (f"the candidate's attention TP {cand.split.as_list()} differs from the reference's "
+                     f"{ref.split.as_list()} and no TP control was given: TP rounding is not in the floor")
+        yield [], info
+        return
+    value = numerics or (cand.info or {}).get("numerics")
     with contextlib.ExitStack() as stack:
         controls = []
         for tp in info.needed:
-            target = stack.enter_context(launched_control(ref_info or {}, tp=tp, numerics=value, timeout=timeout))
+            try:
+                target = stack.enter_context(launched_control(ref.info or {}, tp=tp, numerics=value, timeout=timeout))
+            except CheckFailed as exc:  # the control, not the candidate, failed: the floor lacks it
+                info.note = f"{exc.message}: TP{tp} rounding is not in the floor" + (
+                    f" ({exc.detail.splitlines()[-1]})" if exc.detail and exc.detail.strip() else "")
+                continue
             controls.append(Control(f"tp{tp} control", target))
             info.controls.append({"tp": tp, "url": target.url, "source": "launched", "numerics": value})
+            info.missing.remove(tp)
         yield controls, info

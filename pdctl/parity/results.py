@@ -5,7 +5,9 @@ tolerance everywhere) never fails a run; a failure nothing can explain (an error
 reuse where one was expected) always does; any other failure is explained by the mode's measured noise
 floor when its divergence score is within `factor` x the floor, and fails the run otherwise. Without a floor
 (`--no-control`) the issue-7/12 rules hold: cold failures fail, warm/concurrent failures are explained only
-by `prefill_differs` for prompts whose cold comparison passed in the same run.
+by `prefill_differs` for prompts whose cold comparison passed in the same run. A floor that lacks a control the
+comparison needs (pdctl.parity.calibration) turns a failure it leaves unexplained into "not calibrated" unless
+it is gross: the verdict is then NOT CALIBRATED (exit 3), never FAILED for want of a control.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from pdctl.parity.calibration import Calibration
 from pdctl.parity.compare import Comparison
 from pdctl.parity.floor import STATISTIC, Floor, explain, verdict_numbers
 
@@ -33,6 +36,7 @@ class ModeResult:
     name: str
     comparisons: list[Comparison] = field(default_factory=list)
     floor: Floor | None = None  # None = no control run for this mode (--no-control)
+    calibration: Calibration | None = None  # None: no floor, or nothing said about it (calibrated)
 
     @property
     def control(self) -> list[Comparison] | None:
@@ -46,6 +50,8 @@ class ModeResult:
     def explain(self, vouched: Collection[int] = ()) -> None:
         """Mark each failure with what explains it (VOUCHED: prompts whose cold comparison passed)."""
         explain(self.comparisons, self.floor, mode=self.name, vouched=vouched)
+        if self.calibration is not None and self.floor is not None:
+            self.calibration.judge(self.comparisons)
 
     @property
     def failures(self) -> list[Comparison]:
@@ -53,11 +59,21 @@ class ModeResult:
 
     @property
     def unexplained(self) -> list[Comparison]:
-        return [c for c in self.failures if c.explained_by is None]
+        """Failures: nothing explains them, and a missing control could not have (see `uncalibrated`)."""
+        return [c for c in self.failures if c.explained_by is None and not c.uncalibrated]
+
+    @property
+    def uncalibrated(self) -> list[Comparison]:
+        """Beyond the floor measured, but within what a control the floor lacks might explain."""
+        return [c for c in self.failures if c.uncalibrated]
 
     @property
     def ok(self) -> bool:
-        return not self.unexplained
+        return not self.unexplained and not self.uncalibrated
+
+    @property
+    def verdict(self) -> str:
+        return "FAILED" if self.unexplained else ("NOT CALIBRATED" if self.uncalibrated else "OK")
 
     def numbers(self) -> dict[str, Any]:
         return verdict_numbers(self.comparisons, self.floor)
@@ -70,8 +86,10 @@ class ModeResult:
             "passed": sum(c.passed for c in self.comparisons),
             "failures": [_clean(c.failure_doc()) for c in self.failures],
             "ok": self.ok,
+            "verdict": self.verdict,
             "unexplained": len(self.unexplained),
-            "explained": len(self.failures) - len(self.unexplained),
+            "uncalibrated": len(self.uncalibrated),
+            "explained": len(self.failures) - len(self.unexplained) - len(self.uncalibrated),
             "max_abs_delta": _finite(max((c.max_abs_delta for c in self.comparisons), default=0.0)),
             "cached_tokens": [c.cached_tokens for c in self.comparisons],
             "statistic": {"worst": numbers["worst"], "ratio": _finite(numbers["ratio"]),
@@ -117,10 +135,19 @@ class ParityResult:
     wall_s: float | None = None
     candidate_lock: dict[str, Any] | None = None  # the candidate run's lock.json (pdctl.runs.lock), if launched
     settings_from: str = ""  # where tolerance and max_new_tokens came from (command line, eval.parity, built-in)
+    calibration: Calibration | None = None
+
+    @property
+    def verdict(self) -> str:
+        """OK (exit 0), FAILED (exit 1: a failure no missing control explains) or NOT CALIBRATED (exit 3)."""
+        verdicts = [mode.verdict for mode in self.modes.values()]
+        if self.soak is not None:
+            verdicts.append(self.soak.verdict)
+        return next((v for v in ("FAILED", "NOT CALIBRATED") if v in verdicts), "OK")
 
     @property
     def ok(self) -> bool:
-        return all(mode.ok for mode in self.modes.values()) and (self.soak is None or self.soak.ok)
+        return self.verdict == "OK"
 
     @property
     def margin(self) -> float | None:
@@ -133,6 +160,8 @@ class ParityResult:
         modes = {name: mode.document() for name, mode in self.modes.items()}
         doc = {
             "ok": self.ok,
+            "verdict": self.verdict,
+            "calibration": self.calibration.document() if self.calibration is not None else None,
             "modes": modes,
             "tolerance": self.tolerance,
             "max_new_tokens": self.max_new_tokens,

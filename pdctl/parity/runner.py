@@ -25,6 +25,7 @@ from typing import Any
 
 from pdctl.errors import CheckFailed
 from pdctl.parity import client
+from pdctl.parity.calibration import Calibration
 from pdctl.parity.compare import Comparison, compare, decided_beyond
 from pdctl.parity.floor import DEFAULT_FACTOR, Floor
 from pdctl.parity.prompts import Prompt, shared_prefix_variant
@@ -163,8 +164,10 @@ class ParityRun:
     def __init__(
         self, candidate: Target | None, reference: Target, prompts: list[Prompt], opts: ParityOptions,
         progress: Progress | None = None, tp_controls: list[Control] | None = None,
+        calibration: Calibration | None = None,
     ) -> None:
         self.candidate, self.reference, self.prompts, self.opts = candidate, reference, prompts, opts
+        self.calibration = calibration
         self.progress = progress or (lambda _msg: None)
         self.controls = list(tp_controls or []) or [Control("reference (itself)", reference)]
         self.base = Baseline(prompts, opts, [c.name for c in self.controls])
@@ -186,13 +189,21 @@ class ParityRun:
               label: str, mode: str, expect_cached: bool = False) -> Comparison:
         """Score ANSWER on TRUTH (resending after flips); on the candidate, stop resending once the floor's
         threshold of MODE is certainly exceeded."""
-        floor = self._floor_for(target, mode)
         prompt_len = int(truth.meta.get("prompt_tokens") or 0) or truth.seq.prompt_len
-        decided = decided_beyond(floor.threshold if floor is not None else None, truth.seq, prompt_len)
+        decided = decided_beyond(self._decides_at(target, mode), truth.seq, prompt_len)
         forced = force(answer, truth.seq, _resender(target), max_resyncs=self.opts.max_resyncs, decided=decided)
         return compare(forced, truth.meta, truth.seq, prompt=index, prompt_name=prompt.name, label=label,
                        tolerance=self.opts.tolerance, max_new_tokens=self.opts.max_new_tokens,
                        expect_cached=expect_cached)
+
+    def _decides_at(self, target: Target, mode: str) -> float | None:
+        """The score past which the candidate's verdict cannot change: the floor's threshold; with a floor that
+        lacks a control, the gross bound (None: measure every position, a failure may be "not calibrated")."""
+        floor = self._floor_for(target, mode)
+        if floor is None or self.calibration is None or self.calibration.calibrated:
+            return floor.threshold if floor is not None else None
+        gross = self.calibration.gross_score
+        return None if gross is None else max(gross, floor.threshold)
 
     def _floor_for(self, target: Target, mode: str) -> Floor | None:
         """The floor judging TARGET's comparisons of MODE now: the candidate's, once measured (else None)."""
@@ -346,12 +357,13 @@ class ParityRun:
         floors = self.base.floors if opts.control else {}
         modes: dict[str, ModeResult] = {}
         if "cold" in opts.modes:
-            modes["cold"] = ModeResult("cold", self._cold_on(cand, label="cold"), floors.get("cold"))
+            modes["cold"] = ModeResult("cold", self._cold_on(cand, label="cold"), floors.get("cold"), self.calibration)
         if "warm" in opts.modes:
-            modes["warm"] = ModeResult("warm", self._warm_on(cand, label="warm", enforce_cache=True), floors.get("warm"))
+            modes["warm"] = ModeResult("warm", self._warm_on(cand, label="warm", enforce_cache=True), floors.get("warm"),
+                                       self.calibration)
         if "concurrent" in opts.modes:
             modes["concurrent"] = ModeResult("concurrent", self.concurrent_on(cand, label="concurrent"),
-                                             floors.get("concurrent"))
+                                             floors.get("concurrent"), self.calibration)
         cold = modes.get("cold")
         vouched = {c.prompt for c in cold.comparisons if c.passed} if cold is not None else set()
         for mode in modes.values():
@@ -361,7 +373,8 @@ class ParityRun:
             def send_round(index: int) -> list[Comparison]:
                 return self.concurrent_on(cand, label=f"soak{index}", flush=index == 1, phase="soak")
 
-            soak = run_soak(send_round, floors.get("concurrent"), rounds=opts.soak_rounds, seconds=opts.soak_seconds)
+            soak = run_soak(send_round, floors.get("concurrent"), rounds=opts.soak_rounds, seconds=opts.soak_seconds,
+                            calibration=self.calibration)
         return modes, soak
 
 
@@ -376,14 +389,17 @@ def measure_baseline(
 def run_parity(
     candidate: Target, reference: Target, prompts: list[Prompt], opts: ParityOptions,
     progress: Progress | None = None, tp_controls: list[Control] | None = None, baseline: Baseline | None = None,
+    calibration: Calibration | None = None,
 ) -> ParityResult:
-    """Run parity of CANDIDATE against REFERENCE on PROMPTS; the result carries the verdict and the JSON."""
+    """Run parity of CANDIDATE against REFERENCE on PROMPTS; the result carries the verdict and the JSON.
+    CALIBRATION: whether the floor has every control the comparison needs (None: it has)."""
     started = time.monotonic()
-    run = ParityRun(candidate, reference, prompts, opts, progress, tp_controls)
+    run = ParityRun(candidate, reference, prompts, opts, progress, tp_controls, calibration)
     modes, soak = run.run(baseline)
     suite = [{"prompt": i, "name": p.name, "tokens": p.num_tokens or run.truth[i].seq.prompt_len or None}
              for i, p in enumerate(prompts)]
     return ParityResult(
         modes=modes, tolerance=opts.tolerance, max_new_tokens=opts.max_new_tokens, candidate=candidate.url,
         reference=reference.url, suite=suite, factor=opts.factor, soak=soak, wall_s=time.monotonic() - started,
+        calibration=calibration if opts.control else None,
     )

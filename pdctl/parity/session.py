@@ -20,7 +20,8 @@ from pdctl.errors import CheckFailed, UserError
 from pdctl.launch.scoped import launched_reference
 from pdctl.liveness import Watchdog, run_watched
 from pdctl.models import resolve_model_spec
-from pdctl.parity.controls import server_url, tp_controls
+from pdctl.parity.calibration import Calibration, gross_numerics
+from pdctl.parity.controls import TPInfo, tp_controls
 from pdctl.parity.floor import DEFAULT_FACTOR
 from pdctl.parity.positions import analyze
 from pdctl.parity.prompts import Prompt, SuiteFacts, default_suite, facts_from_info, load_prompts_file
@@ -234,10 +235,12 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
                          timeout=req.launch_timeout) as (controls, tp_info):
             if tp_info.note:
                 say(ProgressUpdate("setup", 0, 0, detail=tp_info.note))
+            numerics = _numerics(candidate, reference, tp_info, req.numerics)
+            calibration = calibration_of(tp_info, numerics)
             left = None if req.deadline_s is None else max(0.0, req.deadline_s - (time.monotonic() - started))
             try:  # the candidate's processes are looked at while the comparisons run: a hang is named in seconds
                 result = run_watched(lambda: run_parity(candidate, reference, prompts, opts, progress,
-                                                        tp_controls=controls),
+                                                        tp_controls=controls, calibration=calibration),
                                      watchdog, doing="parity", deadline_s=left)
             except CheckFailed as exc:  # a request failed: if a process of the run died or hangs, that is the news
                 if candidate.run_dir is not None and "the deployment of run" not in exc.message:
@@ -245,7 +248,7 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
                     if verdict is not None:
                         raise verdict.error(f"parity stopped ({exc.message})") from exc
                 raise
-        result.numerics = _numerics(candidate, reference, tp_info, req.numerics)
+        result.numerics = numerics
     result.facts = facts.describe()
     result.settings_from = settings_from
     result.candidate_workers = {"prefill": list(candidate.prefill_urls), "decode": list(candidate.flush_decode)}
@@ -257,10 +260,23 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
     return result
 
 
-def _numerics(candidate: Target, reference: Target, tp_info: Any, asked: str | None) -> dict[str, Any]:
+def calibration_of(tp_info: TPInfo, numerics: dict[str, Any]) -> Calibration:
+    """Whether the floor has the TP controls this comparison needs (pdctl.parity.calibration), in words."""
+    if tp_info.calibrated:
+        return Calibration(True)
+    if tp_info.unknown:
+        why = f"the TP splits are unknown ({tp_info.unknown}), so the floor may lack a TP control"
+    else:
+        why = (f"the floor lacks a TP{'/'.join(map(str, tp_info.missing))} control (candidate attention TP "
+               f"{tp_info.candidate.as_list()}, reference {tp_info.reference.as_list()})")
+    return Calibration(False, why, tp_info.calibrate_with(),
+                       gross_numerics(numerics.get("candidate"), numerics.get("reference")))
+
+
+def _numerics(candidate: Target, reference: Target, tp_info: TPInfo, asked: str | None) -> dict[str, Any]:
     """What each side computes with, as far as its /server_info says (the reference engine reports it)."""
     def of(target: Target) -> str | None:
-        value = (get_json(server_url(target), "/server_info", "/get_server_info") or {}).get("numerics")
+        value = (get_json(target.info_url, "/server_info", "/get_server_info") or {}).get("numerics")
         return value if isinstance(value, str) else None
 
     return {"candidate": of(candidate), "reference": of(reference), "asked": asked,

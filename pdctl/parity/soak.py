@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdctl.errors import UserError
+from pdctl.parity.calibration import Calibration
 from pdctl.parity.compare import Comparison
 from pdctl.parity.divergence import summarize
 from pdctl.parity.floor import Floor, explain
@@ -72,12 +73,17 @@ class SoakRound:
 
     @property
     def unexplained(self) -> int:
-        return sum(1 for c in self.comparisons if not c.passed and c.explained_by is None)
+        return sum(1 for c in self.comparisons if not c.passed and c.explained_by is None and not c.uncalibrated)
+
+    @property
+    def uncalibrated(self) -> int:
+        return sum(1 for c in self.comparisons if c.uncalibrated)
 
     def document(self) -> dict[str, Any]:
         summary = summarize(p for c in self.comparisons for p in c.positions)
         return {"round": self.index, "served_before": self.served_before, "compared": len(self.comparisons),
                 "passed": sum(c.passed for c in self.comparisons), "unexplained": self.unexplained,
+                "uncalibrated": self.uncalibrated,
                 "mean_score": self.mean, "worst_score": self.worst, "flips": summary.flips,
                 "flip_rate": round(summary.flip_rate, 6), "seconds": round(self.seconds, 2)}
 
@@ -113,7 +119,14 @@ class SoakResult:
 
     @property
     def ok(self) -> bool:
-        return self.first_bad_round is None and not self.drifting
+        return self.first_bad_round is None and not self.drifting and not any(r.uncalibrated for r in self.rounds)
+
+    @property
+    def verdict(self) -> str:
+        """FAILED (a round beyond the floor, or drift), NOT CALIBRATED (beyond a floor that lacks a control), OK."""
+        if self.first_bad_round is not None or self.drifting:
+            return "FAILED"
+        return "NOT CALIBRATED" if any(r.uncalibrated for r in self.rounds) else "OK"
 
     def reason(self) -> str:
         if self.first_bad_round is not None:
@@ -127,14 +140,14 @@ class SoakResult:
 
     def document(self) -> dict[str, Any]:
         tau, p = self.trend
-        return {"ok": self.ok, "rounds": [r.document() for r in self.rounds], "reason": self.reason() or None,
+        return {"ok": self.ok, "verdict": self.verdict, "rounds": [r.document() for r in self.rounds], "reason": self.reason() or None,
                 "first_bad_round": self.first_bad_round, "trend": {"tau": tau, "p": p, "threshold_p": TREND_P},
                 "drifting": self.drifting, "typical_floor": self.typical_floor,
                 "threshold": self.floor.threshold if self.floor is not None else None}
 
 
 def run_soak(send_round: Callable[[int], list[Comparison]], floor: Floor | None, *, rounds: int | None,
-             seconds: float | None) -> SoakResult:
+             seconds: float | None, calibration: Calibration | None = None) -> SoakResult:
     """ROUNDS rounds (or rounds for SECONDS, at least one) of SEND_ROUND(index) — the concurrent procedure on
     the candidate, flushing before the first round only — judged against FLOOR."""
     result = SoakResult([], floor)
@@ -146,6 +159,8 @@ def run_soak(send_round: Callable[[int], list[Comparison]], floor: Floor | None,
         started = time.monotonic()
         comps = send_round(index)
         explain(comps, floor, mode="concurrent")
+        if calibration is not None and floor is not None:
+            calibration.judge(comps)
         result.rounds.append(SoakRound(index, served, comps, time.monotonic() - started))
         served += len(comps) + sum(c.resyncs for c in comps)
         if rounds is not None and index >= rounds:
