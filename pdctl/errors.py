@@ -1,4 +1,5 @@
-"""Error types that map onto pdctl's exit codes (CLI.md): 1 = the check failed, 2 = bad input.
+"""Error types that map onto pdctl's exit codes (CLI.md): 1 = the check failed, 2 = bad input, 3 = not calibrated
+(parity: no verdict, a control the comparison needs is missing).
 
 Commands raise these instead of printing and exiting themselves, so that the CLI layer is the single place
 that turns an error into a message and an exit code, and no user error ever ends in a traceback.
@@ -29,3 +30,10 @@ class CheckFailed(PdctlError):
     """The thing checked failed: incompatible topology, launch failure, accuracy under floor (exit 1)."""
 
     exit_code = 1
+
+
+class NotCalibrated(PdctlError):
+    """A verdict that cannot be given: the comparison's noise floor lacks a control it needs, and what differs
+    may be what that control would have measured (parity: a TP split unknown or uncontrolled) (exit 3)."""
+
+    exit_code = 3

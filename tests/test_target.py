@@ -39,8 +39,10 @@ def test_pd_router_workers_are_discovered() -> None:
         {"url": "http://127.0.0.1:34781", "worker_type": "decode", "is_healthy": True},
         {"url": "http://127.0.0.1:60541/", "worker_type": "prefill", "bootstrap_port": 44273},
         {"url": "http://127.0.0.1:1", "worker_type": "regular"}], "total": 3}
-    assert discover_workers(doc) == (["http://127.0.0.1:60541"], ["http://127.0.0.1:34781"])
-    assert discover_workers(None) == ([], [])
+    found = discover_workers(doc)
+    assert (found.prefill, found.decode) == (["http://127.0.0.1:60541"], ["http://127.0.0.1:34781"])
+    assert found.regular == ["http://127.0.0.1:1"]  # a regular router's plain server (tests/parity/test_splits.py)
+    assert discover_workers(None) == discover_workers({})
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import click
 
 from pdctl.cli.options import FiniteFloatRange, deadline_option, json_option, writable
 from pdctl.cli.progress import PhaseProgress, run_live
-from pdctl.errors import CheckFailed
+from pdctl.errors import CheckFailed, NotCalibrated
 from pdctl.reference.args import NUMERICS  # argparse + a dataclass: no torch
 
 
@@ -70,25 +70,26 @@ def _print_result(result, out) -> None:
         for col in ("prompt", "send", "tokens", "first mismatch", "max |Δ|", "score", "flips", "prefill differs",
                     "cached", "status"):
             table.add_column(col)
-        for comp in mode.unexplained:  # the explained ones are in --json / --report
+        shown = [*mode.unexplained, *mode.uncalibrated]  # the explained ones are in --json / --report
+        for comp in shown:
             table.add_row(
                 f"{comp.prompt} {comp.prompt_name}", comp.label, str(comp.prompt_tokens),
                 "-" if comp.first_mismatch is None else str(comp.first_mismatch), _fmt(comp.max_abs_delta),
                 _fmt(comp.score), str(comp.flips),
                 f"{'yes' if comp.prefill_differs else 'no'} ({_fmt(comp.prefill_max_abs_delta)})",
-                str(comp.cached_tokens), "[red]FAIL[/]",
+                str(comp.cached_tokens), "[yellow]NOT CALIBRATED[/]" if comp.uncalibrated else "[red]FAIL[/]",
             )
         rest = [c for c in mode.comparisons if c.passed or c.explained_by]
         explained = sum(1 for c in rest if not c.passed)
         cached = [c.cached_tokens for c in rest]
         status = "[green]pass[/]" + (f" ({explained} explained by the {'floor' if mode.floor else 'prefill'})"
                                      if explained else "")
-        table.add_row(f"all others ({len(rest)})" if mode.unexplained else f"all ({len(rest)})", mode.name, "-", "-",
+        table.add_row(f"all others ({len(rest)})" if shown else f"all ({len(rest)})", mode.name, "-", "-",
                       _fmt(max((c.max_abs_delta for c in rest), default=0.0)),
                       _fmt(max((c.score for c in rest), default=0.0)), str(sum(c.flips for c in rest)), "-",
                       f"min {min(cached, default=0)} / max {max(cached, default=0)}", status)
         out.print(table)
-        for comp in mode.unexplained:
+        for comp in shown:
             why = f" — unexplained: {comp.unexplained_because}" if comp.unexplained_because else ""
             out.print(f"  {comp.prompt_name} [{comp.label}]: {comp.reason}{why}", highlight=False, markup=False)
     positions = result.positions or {}
@@ -98,7 +99,12 @@ def _print_result(result, out) -> None:
             out.print(f"  {positions['layer_window']}", highlight=False, markup=False)
     if result.soak is not None:
         _print_soak(result.soak, out)
-    verdict = "[bold green]PARITY OK[/]" if result.ok else "[bold red]PARITY FAILED[/]"
+    verdict = {"OK": "[bold green]PARITY OK[/]", "FAILED": "[bold red]PARITY FAILED[/]"}.get(
+        result.verdict, "[bold yellow]PARITY NOT CALIBRATED[/]")
+    calibration = result.calibration
+    if result.verdict == "NOT CALIBRATED" and calibration is not None:
+        out.print(f"not calibrated: {calibration.why}", highlight=False, markup=False)
+        out.print(f"to calibrate: {calibration.calibrate_with}", highlight=False, markup=False)
     notes = [f"margin {_fmt(result.margin)}"] if result.margin is not None else []
     notes += [f"{result.wall_s:.0f} s"] if result.wall_s is not None else []
     out.print(verdict + (f"  ({', '.join(notes)})" if notes else ""))
@@ -190,7 +196,8 @@ def parity(candidate_url, run_dir, reference_url, reference_topology, decode_url
 
     Exit 0 = parity; 1 = a comparison beyond the tolerance whose divergence exceeds --floor-factor x the floor
     (what correct servers show under the same conditions), an error or missing prefix reuse, or a soak that
-    drifts; 2 = bad input or unreachable URL.
+    drifts; 2 = bad input or unreachable URL; 3 = not calibrated: the floor lacks a TP control the comparison
+    needs (TP splits unknown, or no control at the candidate's TP) and nothing beyond it is gross.
     """
     from pdctl.parity.session import ParityRequest, run_request
 
@@ -211,9 +218,15 @@ def parity(candidate_url, run_dir, reference_url, reference_topology, decode_url
     )
     result = run_live(LiveProgress, lambda progress: run_request(req, progress=progress), show=_print_result,
                       json_path=json_path, report_path=report_path, write_report=_write_report)
-    if not result.ok:
+    if result.verdict == "FAILED":
         bad = [f"{len(mode.unexplained)} unexplained failure(s) in {name}" for name, mode in result.modes.items()
-               if not mode.ok]
-        if result.soak is not None and not result.soak.ok:
+               if mode.unexplained]
+        if result.soak is not None and result.soak.verdict == "FAILED":
             bad.append(f"soak: {result.soak.reason()}")
         raise CheckFailed("parity failed: " + ", ".join(bad))
+    if result.verdict == "NOT CALIBRATED":
+        beyond = sum(len(mode.uncalibrated) for mode in result.modes.values())
+        beyond += sum(r.uncalibrated for r in result.soak.rounds) if result.soak is not None else 0
+        raise NotCalibrated(f"parity not calibrated: {beyond} comparison(s) beyond a floor that lacks a TP control "
+                            f"({result.calibration.why if result.calibration else 'unknown'})",
+                            detail=f"to calibrate: {result.calibration.calibrate_with}" if result.calibration else None)

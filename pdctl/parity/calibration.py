@@ -58,10 +58,13 @@ class Calibration:
             return (f"tokens flip at {len(early)} of the first {EARLY_POSITIONS} positions (TP rounding flips "
                     "only near-ties)")
         bound = self.gross_score
-        if bound is not None and comp.score > bound:
-            return (f"divergence {comp.score:.3g} > {GROSS_FACTOR:g} x the largest TP floor measured under "
-                    f"{self.numerics} numerics ({MEASURED_TP_FLOOR[self.numerics or '']:.3g})")
-        return None
+        if bound is None or not comp.score > bound:
+            return None
+        if bound == 0:
+            return (f"divergence {comp.score:.3g} beyond the tolerance under {self.numerics} numerics, where a TP "
+                    "control stays within it (measured)")
+        return (f"divergence {comp.score:.3g} > {GROSS_FACTOR:g} x the largest TP floor measured under "
+                f"{self.numerics} numerics ({MEASURED_TP_FLOOR[self.numerics or '']:.3g})")
 
     def judge(self, comparisons: Iterable[Comparison]) -> None:
         """After the floor's explanation: a failure it leaves unexplained is not calibrated unless gross (or a

@@ -91,7 +91,7 @@ def _plot_mode(ax, mode: ModeResult, bottom: float) -> None:
     ax.set_ylim(bottom, KL_CAP * 2)
     ax.set_yscale("log")
     _log_x(ax)
-    ax.set_title(f"{mode.name}: {'OK' if mode.ok else 'FAILED'} ({len(mode.unexplained)} beyond the floor)")
+    ax.set_title(f"{mode.name}: {mode.verdict} ({len(mode.unexplained) + len(mode.uncalibrated)} beyond the floor)")
     ax.set_xlabel("prompt tokens")
     ax.set_ylabel("score (mean capped top-k KL, nats; log, 0 at the bottom)")
     ax.legend(fontsize=7, loc="upper left")
@@ -135,7 +135,7 @@ def _plot_soak(ax, soak: Any, bottom: float) -> None:
     ax.set_ylim(bottom, KL_CAP * 2)
     ax.set_yscale("log")
     ax.set_xlabel("requests served before the round")
-    ax.set_title(f"soak: {'OK' if soak.ok else 'FAILED'}")
+    ax.set_title(f"soak: {soak.verdict}")
     ax.legend(fontsize=7, loc="upper left")
 
 
@@ -182,7 +182,7 @@ def _mode_table(mode: ModeResult) -> str:
             )
         )
     return (
-        f"<h2>{html.escape(mode.name)} — {'OK' if mode.ok else 'FAILED'}</h2>{_floor_line(mode)}"
+        f"<h2>{html.escape(mode.name)} — {mode.verdict}</h2>{_floor_line(mode)}"
         "<table><tr><th>prompt</th><th>name</th><th>send</th><th>tokens</th><th>first mismatch</th>"
         "<th>max |Δ|</th><th>score</th><th>flips</th><th>prefill differs (|Δ|)</th><th>cached</th><th>status</th>"
         "<th>why</th></tr>" + "".join(rows) + "</table>"
@@ -217,7 +217,7 @@ def _soak_html(soak: Any) -> str:
                    f"</td><td>{r['compared']}</td><td>{_fmt(r['mean_score'])}</td><td>{_fmt(r['worst_score'])}</td>"
                    f"<td>{r['flips']}</td><td>{r['unexplained']}</td></tr>" for r in doc["rounds"])
     reason = doc["reason"] or "no round beyond the floor, no growing divergence"
-    return (f"<h2 id='soak'>Soak — {'OK' if soak.ok else 'FAILED'}</h2><p>{html.escape(reason)}; trend tau "
+    return (f"<h2 id='soak'>Soak — {soak.verdict}</h2><p>{html.escape(reason)}; trend tau "
             f"{doc['trend']['tau']:.2f}, p {doc['trend']['p']:.2g}.</p><table><tr><th>round</th><th>served before</th>"
             f"<th>compared</th><th>mean score</th><th>worst</th><th>flips</th><th>beyond the floor</th></tr>{rows}"
             "</table>")
@@ -226,7 +226,7 @@ def _soak_html(soak: Any) -> str:
 def render_html(result: ParityResult) -> str:
     """The whole report as one HTML string (the plot inlined as a base64 PNG)."""
     png = figure_png_base64(plot_figure(result), dpi=100)
-    verdict = "PASS" if result.ok else "FAIL"
+    verdict = {"OK": "PASS", "FAILED": "FAIL"}.get(result.verdict, result.verdict)
     tp = result.tp or {}
     tp_line = (f"attention TP: candidate {tp.get('candidate')}, reference {tp.get('reference')}; TP controls: "
                + (", ".join(f"tp{c['tp']} ({c['source']})" for c in tp.get("controls") or []) or "none")
@@ -236,7 +236,7 @@ def render_html(result: ParityResult) -> str:
 <style>
 body {{ font-family: sans-serif; margin: 1.5em; }} table {{ border-collapse: collapse; font-size: 0.85em; }}
 td, th {{ border: 1px solid #ccc; padding: 2px 6px; }} img {{ max-width: 100%; }} tr.bad {{ background: #fdd; }} tr.expl {{ background: #ffe9c7; }}
-.verdict {{ font-size: 1.4em; font-weight: bold; color: {'#070' if result.ok else '#b00'}; }}
+.verdict {{ font-size: 1.4em; font-weight: bold; color: {'#070' if result.ok else '#b00' if result.verdict == 'FAILED' else '#a60'}; }}
 </style></head><body>
 <h1>pdctl parity</h1>
 <p class="verdict" id="verdict">{verdict}</p>

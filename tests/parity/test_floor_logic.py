@@ -9,15 +9,17 @@ import math
 import pytest
 
 from pdctl.errors import UserError
+from pdctl.parity.calibration import GROSS_FACTOR, MEASURED_TP_FLOOR, Calibration, gross_numerics
 from pdctl.parity.compare import KL_CAP, compare
-from pdctl.parity.controls import Split, attention_tp, control_argv, needed_tps
+from pdctl.parity.controls import control_argv, needed_tps
 from pdctl.parity.divergence import Scored, position_stat, quantile, summarize, topk_kl
 from pdctl.parity.floor import Floor, explain, verdict_numbers
 from pdctl.parity.positions import analyze, band_edges
 from pdctl.parity.prompts import Prompt, SuiteFacts, suite_lengths
-from pdctl.parity.results import ModeResult
+from pdctl.parity.results import ModeResult, ParityResult
 from pdctl.parity.session import numerics_overrides
 from pdctl.parity.soak import SoakResult, SoakRound, mann_kendall, parse_soak
+from pdctl.parity.splits import Split, attention_tp
 from pdctl.parity.teacher import force, reference_sequence
 from pdctl.topology import load_topology
 
@@ -238,3 +240,58 @@ def test_numerics_is_set_on_every_server_of_a_reference_topology() -> None:
     assert numerics_overrides("configs/local-cpu.yaml", None) == ()
     with pytest.raises(UserError, match="applies to the reference engine"):
         numerics_overrides("configs/gpt-oss-20b-p2-d1-h100-nixl.yaml", "exact")
+
+
+def _flipping(tokens: int = 8) -> object:
+    """A candidate whose greedy token differs from the reference's at every position, resends included."""
+    ref = _meta(list(range(10, 10 + tokens)), [-0.3] * tokens, second=-1.5)
+    return _comparison(_meta([999] * tokens, [-0.3] * tokens), ref,
+                       resend=lambda ids, n: _meta([999] * n, [-0.3] * n))
+
+
+def test_a_floor_without_the_control_it_needs_is_not_calibrated_unless_gross() -> None:
+    """Issue 35: beyond a floor that lacks a TP control, a difference TP rounding could cause is "not calibrated",
+    never FAILED; token flips at the first positions, a divergence far above any TP floor measured for the
+    numerics, or a hard failure still fail."""
+    floor = Floor(["reference (itself)"], [_noisy(0.0)])  # 0: what a deterministic reference shows against itself
+    missing = Calibration(False, "the floor lacks a TP2 control", "pass --tp-control URL", numerics="gpu-like")
+    assert missing.gross_score == pytest.approx(GROSS_FACTOR * MEASURED_TP_FLOOR["gpu-like"])
+    rounding, flipped, far = _noisy(0.2), _flipping(), _noisy(3.0)
+    errored = _comparison("HTTP 503", _meta([1], [-0.1]))
+    assert rounding.score < missing.gross_score < far.score and not (rounding.passed or far.passed)
+    mode = ModeResult("cold", [rounding, flipped, far, errored], floor, missing)
+    mode.explain()
+    assert mode.uncalibrated == [rounding] and "not calibrated" in rounding.unexplained_because
+    assert "flip at 5 of the first 5" in flipped.unexplained_because and "x the largest TP floor" in far.unexplained_because
+    assert mode.unexplained == [flipped, far, errored] and mode.verdict == "FAILED"
+    clean = ModeResult("cold", [_noisy(0.2), _noisy(0.01)], floor, missing)
+    clean.explain()
+    assert clean.verdict == "NOT CALIBRATED" and not clean.ok and not clean.unexplained
+    assert clean.document()["uncalibrated"] == 1 and clean.document()["failures"]  # every measurement is kept
+    # numerics pdctl has not measured (SGLang on GPUs): no divergence bound, only early flips fail
+    unknown = Calibration(False, "why", "how", numerics=None)
+    assert unknown.gross_score is None and unknown.gross(_noisy(3.0)) is None and unknown.gross(_flipping())
+    # exact numerics: a TP control stays within the tolerance, so any difference beyond it is not TP rounding
+    assert "where a TP control stays within it" in Calibration(False, numerics="exact").gross(_noisy(0.2))
+    # calibrated: the floor's verdict stands as it is
+    calibrated = ModeResult("cold", [_noisy(0.2)], floor, Calibration(True))
+    calibrated.explain()
+    assert calibrated.verdict == "FAILED"
+
+
+def test_the_run_verdict_is_the_worst_of_its_modes_and_failed_beats_not_calibrated() -> None:
+    floor = Floor(["reference (itself)"], [_noisy(0.0)])
+    missing = Calibration(False, "why", "how", numerics="gpu-like")
+    modes = {"cold": ModeResult("cold", [_noisy(0.2)], floor, missing),
+             "warm": ModeResult("warm", [_noisy(0.0)], floor, missing)}
+    for mode in modes.values():
+        mode.explain()
+    result = ParityResult(modes=modes, tolerance=0.05, max_new_tokens=8, calibration=missing)
+    doc = result.document()
+    assert result.verdict == "NOT CALIBRATED" and not result.ok and doc["verdict"] == "NOT CALIBRATED"
+    assert doc["calibration"]["calibrate_with"] == "how" and doc["modes"]["warm"]["verdict"] == "OK"
+    modes["warm"] = ModeResult("warm", [_flipping()], floor, missing)
+    modes["warm"].explain()
+    assert ParityResult(modes=modes, tolerance=0.05, max_new_tokens=8).verdict == "FAILED"
+    assert gross_numerics("gpu-like", "gpu-like") == "gpu-like" and gross_numerics("gpu-like", None) is None
+    assert gross_numerics("exact", "gpu-like") == "gpu-like" and gross_numerics("exact", "other") is None

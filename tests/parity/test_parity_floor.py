@@ -20,8 +20,9 @@ from __future__ import annotations
 import pytest
 import requests
 
-from pdctl.parity.controls import needed_tps, split_of
+from pdctl.parity.controls import needed_tps
 from pdctl.parity.results import ParityResult
+from pdctl.parity.splits import discover_split
 from tests.support.parity_fleet import SPLITS, start_fleet
 
 # the first judgement against each reference also measures its baseline (its cold answers, every floor): minutes
@@ -43,10 +44,10 @@ def _numbers(result: ParityResult) -> dict[str, str]:
 
 def test_the_tp_split_decides_which_control_the_floor_needs(fleet) -> None:
     for split, (p, d) in SPLITS.items():
-        cand, _ = split_of(fleet.target(f"{split}-nixl"))
+        cand = discover_split(fleet.target(f"{split}-nixl")).split
         assert (cand.prefill, cand.decode) == (p, d)
-        assert needed_tps(cand, split_of(fleet.references["colocated"])[0]) == [2]
-        assert needed_tps(cand, split_of(fleet.references[f"pd-{split}"])[0]) == []
+        assert needed_tps(cand, discover_split(fleet.references["colocated"]).split) == [2]
+        assert needed_tps(cand, discover_split(fleet.references[f"pd-{split}"]).split) == []
 
 
 def test_the_hook_is_armed_only_where_asked(fleet) -> None:
