@@ -26,7 +26,14 @@ from pdctl.parity.floor import DEFAULT_FACTOR
 from pdctl.parity.positions import analyze
 from pdctl.parity.prompts import Prompt, SuiteFacts, default_suite, facts_from_info, load_prompts_file
 from pdctl.parity.results import ParityResult
-from pdctl.parity.runner import ParityOptions, Progress, ProgressUpdate, run_parity
+from pdctl.parity.runner import (
+    Baseline,
+    ParityOptions,
+    Progress,
+    ProgressUpdate,
+    measure_baseline,
+    run_parity,
+)
 from pdctl.parity.soak import parse_soak
 from pdctl.parity.teacher import DEFAULT_MAX_RESYNCS
 from pdctl.reference.args import NUMERICS  # the reference engine's --numerics (argparse only, no torch)
@@ -208,8 +215,11 @@ def build_prompts(req: ParityRequest, facts: SuiteFacts) -> list[Prompt]:
                          seed=req.seed)
 
 
-def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityResult:
-    """Do the whole run the user asked for; the reference topology (if any) is torn down before returning."""
+def run_request(req: ParityRequest, progress: Progress | None = None,
+                baselines: dict[tuple[str, ...], Baseline] | None = None) -> ParityResult:
+    """Do the whole run the user asked for; the reference topology (if any) is torn down before returning.
+    BASELINES (tests, sweeps): the reference's side measured once per reference and control URLs and reused
+    while it fits (pdctl.parity.runner.Baseline), as one run judges its one candidate."""
     started = time.monotonic()
     req.validate()
     say = progress or (lambda _update: None)
@@ -238,10 +248,16 @@ def run_request(req: ParityRequest, progress: Progress | None = None) -> ParityR
             numerics = _numerics(candidate, reference, tp_info, req.numerics)
             calibration = calibration_of(tp_info, numerics)
             left = None if req.deadline_s is None else max(0.0, req.deadline_s - (time.monotonic() - started))
+            def judge() -> ParityResult:
+                key = (reference.url, *(c.target.url for c in controls))
+                base = (baselines or {}).get(key)
+                if baselines is not None and (base is None or base.fits(prompts, opts) is not None):
+                    base = baselines[key] = measure_baseline(reference, prompts, opts, progress, tp_controls=controls)
+                return run_parity(candidate, reference, prompts, opts, progress, tp_controls=controls,
+                                  baseline=base, calibration=calibration)
+
             try:  # the candidate's processes are looked at while the comparisons run: a hang is named in seconds
-                result = run_watched(lambda: run_parity(candidate, reference, prompts, opts, progress,
-                                                        tp_controls=controls, calibration=calibration),
-                                     watchdog, doing="parity", deadline_s=left)
+                result = run_watched(judge, watchdog, doing="parity", deadline_s=left)
             except CheckFailed as exc:  # a request failed: if a process of the run died or hangs, that is the news
                 if candidate.run_dir is not None and "the deployment of run" not in exc.message:
                     verdict = watchdog.last_look()

@@ -30,6 +30,7 @@ class Faults:
     first_drop: set[str] = field(default_factory=set)
     stall_s: float = 0.0
     stall: set[str] = field(default_factory=set)  # sleep stall_s before answering (client timeouts)
+    hidden: set[str] = field(default_factory=set)  # GET paths answered 404 (a gateway exposing only serving paths)
 
 
 def _asked(body: bytes) -> str:
@@ -121,6 +122,9 @@ class FlakyProxy:
                 self.wfile.write(payload)
 
             def do_GET(self) -> None:
+                if self.path.split("?")[0] in proxy.faults.hidden:
+                    self._reply(404, b'{"error": "not exposed"}', "application/json")
+                    return
                 self._forward("GET", None)
 
             def do_POST(self) -> None:

@@ -8,7 +8,9 @@ answers and every mode's floor) measured once and reused for every candidate jud
 
 Names: references "colocated" (TP1) and "pd-p1d2" / "pd-p2d1" (PD full-cache, `--disable-hybrid-swa-memory`);
 candidates "<split>-<backend>" for split p1d2 (prefill TP1 -> decode TP2) and p2d1, backends nixl (decode hook
-armed, spec "none") and mooncake (no hook).
+armed, spec "none") and mooncake (no hook). The colocated TP1 reference and the TP2 control are also behind a
+real sglang-router in regular mode each (`fleet.routers["colocated"]`, `["tp2"]`: what `pdctl launch` starts for a
+`mode: colocated` topology), for parity given router URLs only (`fleet.run(ParityRequest(...))`, the CLI's path).
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ import requests
 from pdctl.parity.positions import analyze
 from pdctl.parity.results import ParityResult
 from pdctl.parity.runner import Baseline, Control, ParityOptions, measure_baseline, run_parity
-from pdctl.parity.session import ParityRequest, build_prompts, candidate_target, gather_facts
+from pdctl.parity.session import ParityRequest, build_prompts, candidate_target, gather_facts, run_request
 from pdctl.target import target_from_url
-from tests.support.pd import PairSpec, start_pd_pairs_and_servers
+from tests.support.pd import PairSpec, start_pd_pairs_and_servers, start_routers, wait_routable
 
 SPLITS = {"p1d2": (1, 2), "p2d1": (2, 1)}
 HOOK_ENV = {"PDCTL_ENABLE_TEST_HOOKS": "1"}
@@ -56,8 +58,10 @@ class Fleet:
     """The servers, the suite, and each reference's measured baseline (measured on first use)."""
 
     def __init__(self, pd: dict[str, Any], colocated: Any, tp2: Any, *, max_prompt_tokens: int, suite_seed: int = 0,
-                 copies: int = 2) -> None:
+                 copies: int = 2, routers: dict[str, str] | None = None) -> None:
         self.pd, self.colocated, self.tp2 = pd, colocated, tp2
+        self.routers = dict(routers or {})
+        self.request_baselines: dict[tuple[str, ...], Baseline] = {}  # run()'s, by reference and control URLs
         self.references = {"colocated": target_from_url(colocated.url)}
         self.references.update({f"pd-{s}": self.target(f"pd-{s}") for s in SPLITS})
         self.max_prompt_tokens = max_prompt_tokens
@@ -91,6 +95,12 @@ class Fleet:
         result.positions = analyze(result.modes, window=WINDOW, factor=opts.factor, max_new_tokens=opts.max_new_tokens)
         return result
 
+    def run(self, req: ParityRequest) -> ParityResult:
+        """One parity run as the CLI does it from REQ (targets resolved from URLs, TP splits discovered, TP controls
+        found or started, calibration) — each reference's baseline measured once (run_request's BASELINES)."""
+        req = replace(req, max_prompt_tokens=self.max_prompt_tokens, copies=self.opts.copies)
+        return run_request(req, baselines=self.request_baselines)
+
     def corrupt(self, candidate: str, spec: str) -> None:
         """Switch the decode's KV test hook of CANDIDATE (an armed, nixl one) to SPEC."""
         url = self.pd[candidate].decode_url + "/test_hook/corrupt_kv"
@@ -105,4 +115,8 @@ def start_fleet(checkpoint: str | Path, log_dir: str | Path, *, seed: int = 0, m
     with start_pd_pairs_and_servers(checkpoint, fleet_pairs(seed, backends),
                                     [("colocated", 1, args), ("colocated", 2, args)], log_dir=log_dir) as (pd, refs):
         colocated, tp2 = refs
-        yield Fleet(pd, colocated, tp2, max_prompt_tokens=max_prompt_tokens, copies=copies)
+        with start_routers([(colocated.url, None, None), (tp2.url, None, None)], log_dir=log_dir) as routers:
+            for url, proc, _ in routers:
+                wait_routable(url, 120, proc)
+            yield Fleet(pd, colocated, tp2, max_prompt_tokens=max_prompt_tokens, copies=copies,
+                        routers={"colocated": routers[0][0], "tp2": routers[1][0]})

@@ -44,19 +44,20 @@ class PDDeployment:
 
 
 def router_command(
-    prefill_url: str, bootstrap_port: int, decode_url: str, port: int, prom_port: int
+    prefill_url: str, bootstrap_port: int | None, decode_url: str | None, port: int, prom_port: int
 ) -> list[str]:
-    """The argv of the real sglang-router in PD mode (the same shape `pdctl launch` renders)."""
+    """The argv of the real sglang-router (the same shape `pdctl launch` renders): PD mode for a prefill and a
+    decode; regular mode (`--worker-urls`, as for a `mode: colocated` topology) when only PREFILL_URL is given,
+    a plain server."""
+    if decode_url is None:
+        workers = ["--worker-urls", prefill_url]
+    else:
+        workers = ["--pd-disaggregation", "--prefill", prefill_url, str(bootstrap_port), "--decode", decode_url]
     return [
         sys.executable,
         "-m",
         "sglang_router.launch_router",
-        "--pd-disaggregation",
-        "--prefill",
-        prefill_url,
-        str(bootstrap_port),
-        "--decode",
-        decode_url,
+        *workers,
         "--host",
         "127.0.0.1",
         "--port",
@@ -111,14 +112,14 @@ def terminate_all(procs: Sequence[subprocess.Popen], timeout: float = 10.0) -> N
 
 @contextmanager
 def start_routers(
-    pairs: Sequence[tuple[str, int, str]],
+    pairs: Sequence[tuple[str, int | None, str | None]],
     *,
     timeout: float = 120.0,
     log_dir: str | Path | None = None,
 ) -> Iterator[list[tuple[str, subprocess.Popen, Path]]]:
-    """The real sglang-router in PD mode for each (prefill URL, bootstrap port, decode URL), all started at once
-    and then each waited on until it answers /health; yields [(url, process, log path)] in PAIRS' order. Torn
-    down together (in parallel).
+    """The real sglang-router in PD mode for each (prefill URL, bootstrap port, decode URL) — in regular mode for
+    (server URL, None, None) — all started at once and then each waited on until it answers /health; yields
+    [(url, process, log path)] in PAIRS' order. Torn down together (in parallel).
 
     The router cannot report a port it picked itself: its ports are reserved for this test process
     (tests/support/net.py::free_port), so no other process can take them before it binds."""
