@@ -5,10 +5,13 @@
   TP2 control: TP rounding is measured, not blamed on the transfer);
 - a decode that computes on corrupted KV (the reference engine's test hook: swapped heads, pages one off,
   stale sliding-window pages, a zeroed layer, fp8-rounded KV, fp8 only past position 256) fails against both;
-- `--soak` catches a corruption that starts only after K served requests.
+- `--soak` catches a corruption that starts only after K served requests;
+- issue 35: given URLs only, as the CLI is — the colocated reference and the TP2 control behind real regular-mode
+  sglang-routers, the candidates behind their PD routers — every TP split is found, clean candidates pass,
+  corruptions fail, and a reference whose split cannot be learned gives NOT CALIBRATED (exit 3), never FAILED.
 
 One fleet for the module (every server started at once): a colocated TP1 reference and a colocated TP2 control,
-two PD full-cache references and four candidates; the NIXL candidates' decodes have the hook armed (spec
+two PD full-cache references and four candidates (and a regular router in front of each colocated server); the NIXL candidates' decodes have the hook armed (spec
 "none" until a test switches it, and back after), the Mooncake ones have no hook at all. Each reference's
 side — its cold answers and every mode's floor — is measured once (`measure_baseline`) and judges every
 candidate (`run_parity(..., baseline=)`), exactly as one CLI run judges its one candidate. False-alarm and
@@ -17,12 +20,19 @@ detection rates over repeated runs: benchmarks/bench_parity_floor.py.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 import requests
 
 from pdctl.parity.controls import needed_tps
 from pdctl.parity.results import ParityResult
-from pdctl.parity.splits import discover_split
+from pdctl.parity.session import ParityRequest
+from pdctl.parity.splits import Split, control_tp, discover_split, metadata_tp
+from pdctl.target import resolve
+from tests.support.flaky_proxy import Faults, FlakyProxy
 from tests.support.parity_fleet import SPLITS, start_fleet
 
 # the first judgement against each reference also measures its baseline (its cold answers, every floor): minutes
@@ -42,12 +52,21 @@ def _numbers(result: ParityResult) -> dict[str, str]:
     return {name: f"{mode.numbers()['worst']:.3g}/{mode.floor.level:.3g}" for name, mode in result.modes.items()}
 
 
-def test_the_tp_split_decides_which_control_the_floor_needs(fleet) -> None:
+def test_the_tp_split_is_found_whatever_fronts_the_servers(fleet) -> None:
+    """Issue 35: PD routers (their prefill and decode workers), a regular router in front of the colocated TP1
+    reference and one in front of the TP2 control (their plain workers, and what the router itself read of them:
+    `metadata` with TP as a string), each resolved from its URL alone as the CLI resolves it."""
     for split, (p, d) in SPLITS.items():
-        cand = discover_split(fleet.target(f"{split}-nixl")).split
-        assert (cand.prefill, cand.decode) == (p, d)
-        assert needed_tps(cand, discover_split(fleet.references["colocated"]).split) == [2]
-        assert needed_tps(cand, discover_split(fleet.references[f"pd-{split}"]).split) == []
+        cand = discover_split(fleet.target(f"{split}-nixl"))
+        assert cand.split == Split(p, d) and {s["source"] for s in cand.servers} == {"/server_info"}
+        assert needed_tps(cand.split, discover_split(fleet.references["colocated"]).split) == [2]
+        assert needed_tps(cand.split, discover_split(fleet.references[f"pd-{split}"]).split) == []
+    behind = resolve(fleet.routers["colocated"], None, what="reference")
+    assert behind.colocated_urls == [fleet.colocated.url] and behind.info_url == fleet.colocated.url
+    found = discover_split(behind)
+    assert found.split == Split(1, 1) and found.info["engine"] == "pdctl-reference", found.servers
+    assert metadata_tp(behind.worker_meta[fleet.colocated.url]) == 1  # the router's own word, without /server_info
+    assert control_tp(fleet.routers["tp2"])[0] == 2
 
 
 def test_the_hook_is_armed_only_where_asked(fleet) -> None:
@@ -141,3 +160,70 @@ def test_a_clean_soak_passes(fleet) -> None:
     result = fleet.judge("p2d1-mooncake", "pd-p2d1", modes=(), soak_rounds=2)
     assert result.ok and result.soak.ok, result.soak.document()
     assert result.soak.rounds[0].served_before == 0 and len(result.soak.rounds) == 2
+
+
+@pytest.mark.parametrize("split", list(SPLITS))
+def test_a_reference_behind_a_router_judges_clean_candidates_ok(fleet, split, capsys) -> None:
+    """Issue 35's scenario, given only URLs: the PD router, the colocated reference's router and the TP2 control's
+    router (`--tp-control`); every TP found behind them, the floor calibrated, PARITY OK cold and warm."""
+    req = ParityRequest(candidate_url=fleet.pd[f"{split}-nixl"].router_url, reference_url=fleet.routers["colocated"],
+                        tp_control_urls=(fleet.routers["tp2"],), modes=("cold", "warm"))
+    result = fleet.run(req)
+    doc = result.document()
+    assert result.verdict == "OK", ({m: d["failures"] for m, d in doc["modes"].items()}, doc["tp"])
+    assert doc["tp"]["candidate"] == list(SPLITS[split]) and doc["tp"]["reference"] == [1, 1]
+    assert doc["tp"]["controls"] == [{"tp": 2, "url": fleet.routers["tp2"], "source": "given"}]
+    assert doc["tp"]["calibrated"] and doc["calibration"]["calibrated"]
+    assert result.modes["cold"].floor.controls == ["tp2 control"] and result.modes["cold"].floor.level > 0
+    assert max(doc["modes"]["warm"]["cached_tokens"]) >= 48
+    with capsys.disabled():
+        print(f"\n{split} vs the colocated router: worst/floor {_numbers(result)}, margin {result.margin}")
+
+
+@pytest.mark.parametrize("spec", ["swap-heads", "fp8,from=256"])
+def test_a_reference_behind_a_router_still_catches_corruption(fleet, hooked, spec) -> None:
+    hooked("p2d1-nixl", spec)
+    req = ParityRequest(candidate_url=fleet.pd["p2d1-nixl"].router_url, reference_url=fleet.routers["colocated"],
+                        tp_control_urls=(fleet.routers["tp2"],), modes=("cold",))
+    result = fleet.run(req)
+    assert result.verdict == "FAILED" and result.modes["cold"].unexplained, spec
+    assert not result.modes["cold"].uncalibrated and result.calibration.calibrated
+
+
+def _cli(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path / "parity.json"
+    proc = subprocess.run([sys.executable, "-m", "pdctl", "parity", *args, "--max-prompt-tokens",
+                           str(MAX_PROMPT_TOKENS), "--json", str(out)], capture_output=True, text=True, timeout=1200,
+                          check=False)
+    assert out.is_file(), proc.stderr[-3000:]
+    return proc, json.loads(out.read_text())
+
+
+def test_the_issue_command_passes_and_parity_starts_the_tp_control_itself(fleet, tmp_path) -> None:
+    """`pdctl parity --candidate <PD router> --reference <colocated router> --cold --warm`, nothing else: the
+    reference engine found behind the router, parity starts the TP2 control itself; exit 0, PARITY OK."""
+    proc, doc = _cli(tmp_path, "--candidate", fleet.pd["p1d2-nixl"].router_url, "--reference",
+                     fleet.routers["colocated"], "--cold", "--warm")
+    assert proc.returncode == 0 and "PARITY OK" in proc.stdout, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert doc["verdict"] == "OK" and doc["tp"]["reference"] == [1, 1] and doc["tp"]["candidate"] == [1, 2]
+    assert [(c["tp"], c["source"]) for c in doc["tp"]["controls"]] == [(2, "launched")]
+
+
+def test_a_reference_whose_split_cannot_be_known_is_not_calibrated_never_failed(fleet, tmp_path) -> None:
+    """The colocated reference behind a gateway that exposes only the serving paths (no /server_info, no
+    /workers): its TP cannot be learned, the floor is the reference against itself, and the clean TP1 -> TP2
+    candidate's TP rounding is beyond it — NOT CALIBRATED (exit 3), with what would calibrate it and every
+    measurement, never PARITY FAILED."""
+    hide = {"/server_info", "/get_server_info", "/workers", "/model_info", "/get_model_info"}
+    with FlakyProxy(fleet.routers["colocated"], Faults(hidden=hide)) as gateway:
+        proc, doc = _cli(tmp_path, "--candidate", fleet.pd["p1d2-nixl"].router_url, "--reference", gateway.url,
+                         "--cold")
+    assert proc.returncode == 3, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert "PARITY NOT CALIBRATED" in proc.stdout and "PARITY FAILED" not in proc.stdout
+    assert doc["verdict"] == "NOT CALIBRATED" and doc["ok"] is False and doc["tp"]["reference"] == [None, None]
+    calibration = doc["calibration"]
+    assert not calibration["calibrated"] and "unknown" in calibration["why"]
+    assert "--tp-control URL" in calibration["calibrate_with"] and "attention TP 1, 2" in calibration["calibrate_with"]
+    cold = doc["modes"]["cold"]
+    assert cold["unexplained"] == 0 and cold["uncalibrated"] == len(cold["failures"]) > 0
+    assert all(f["score"] > 0 and f["kl"] for f in cold["failures"])  # every measurement kept
