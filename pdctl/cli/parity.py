@@ -142,7 +142,8 @@ def _print_soak(soak, out) -> None:
 @click.option("--candidate", "candidate_url", metavar="URL", help="The deployment under test (router or server).")
 @click.option("--run-dir", type=click.Path(file_okay=False), help="A `pdctl launch` run: candidate = its router "
               "(default: the latest run when --candidate is not given).")
-@click.option("--reference", "reference_url", metavar="URL", help="The reference server (e.g. colocated TP1).")
+@click.option("--reference", "reference_url", metavar="URL", help="The reference server, or the router in front of "
+              "it (e.g. colocated TP1).")
 @click.option("--reference-topology", type=click.Path(dir_okay=False),
               help="Launch this topology as the reference for the run, tear it down afterwards.")
 @click.option("--decode-url", multiple=True, metavar="URL", help="With --candidate: decode server(s) to flush for "
@@ -166,8 +167,9 @@ def _print_soak(soak, out) -> None:
 @click.option("--floor-factor", "factor", type=FiniteFloatRange(min=1), default=4.0, show_default=True,
               help="A comparison beyond the tolerance fails when its divergence exceeds this x the floor.")
 @click.option("--tp-control", "tp_control_urls", multiple=True, metavar="URL",
-              help="A correct server at the candidate's attention TP (else parity starts one for the reference "
-                   "engine when the TP splits differ). Repeatable.")
+              help="A correct server (or a router in front of one) at the candidate's attention TP (else parity "
+                   "starts one for the reference engine when the TP splits differ; without one the run is not "
+                   "calibrated, exit 3). Repeatable.")
 @click.option("--no-tp-control", is_flag=True, help="Never use or start a TP control.")
 @click.option("--numerics", type=click.Choice(list(NUMERICS)),
               help="Numerics of the reference-engine servers parity starts (--reference-topology, TP controls); "
