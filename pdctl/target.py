@@ -9,8 +9,9 @@ behind a router are part of the target. A run dir's state.json names them; with 
 decode servers (--decode-url), else the router's GET /workers lists them — a PD router's prefill and decode
 workers, a regular router's plain (colocated) servers, each with what the router read from its /server_info
 (without either, warm flushes nothing between its two sends, and cold flushes through the URL itself — SGLang's
-router forwards /flush_cache to every worker). Parity reads each server's TP through these (pdctl.parity.splits). A deployment launched for one command (parity's --reference-topology, bench serve's
---control-topology) is pdctl.launch.scoped's; it yields a Target too.
+router forwards /flush_cache to every worker). Parity reads each server's TP through these (pdctl.parity.splits).
+A deployment launched for one command (parity's --reference-topology, bench serve's --control-topology) is
+pdctl.launch.scoped's; it yields a Target too.
 """
 
 from __future__ import annotations

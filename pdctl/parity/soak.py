@@ -140,7 +140,8 @@ class SoakResult:
 
     def document(self) -> dict[str, Any]:
         tau, p = self.trend
-        return {"ok": self.ok, "verdict": self.verdict, "rounds": [r.document() for r in self.rounds], "reason": self.reason() or None,
+        return {"ok": self.ok, "verdict": self.verdict, "rounds": [r.document() for r in self.rounds],
+                "reason": self.reason() or None,
                 "first_bad_round": self.first_bad_round, "trend": {"tau": tau, "p": p, "threshold_p": TREND_P},
                 "drifting": self.drifting, "typical_floor": self.typical_floor,
                 "threshold": self.floor.threshold if self.floor is not None else None}

@@ -123,7 +123,8 @@ def _one(role: str, urls: list[str], infos: dict[str, dict[str, Any] | None], ta
         return None, (f"no TP for the {role} server(s) {', '.join(bad)} (no tp_size in /server_info, nor in a "
                       "router's /workers, nor in a run's topology)")
     if len(tps) > 1:
-        return None, f"its {role} servers run different TPs ({', '.join(map(str, sorted(tps)))})"  # type: ignore[arg-type]
+        known = sorted(t for t in tps if t is not None)
+        return None, f"its {role} servers run different TPs ({', '.join(map(str, known))})"
     return next(iter(tps)), ""
 
 
