@@ -177,6 +177,10 @@ RULES: list[Rule] = [
          "set UCX_NET_DEVICES in engine.env to the named HCAs' ports (mlx5_0:1,...), or upgrade SGLang to >= 0.5.23",
          "NIXL on SGLang < 0.5.23 with IB devices named and UCX_NET_DEVICES unset: the flag pdctl renders is "
          "ignored, UCX opens every device", incident=incidents.NIXL_IB_DEVICE_IGNORED.report),
+    Rule("decode-radix-offload", "error", TRANSFER, offload.decode_radix_offload,
+         "upgrade SGLang to >= 0.5.21, or drop disaggregation-decode-enable-radix-cache (or the offload flag) on decode",
+         "decode radix cache with decode KV offload on SGLang 0.5.11-0.5.20: decode exits after its first finished "
+         "request", incident=incidents.DECODE_RADIX_OFFLOAD.report),
     Rule("kv-capacity", "error", LOAD, capacity.kv_capacity,
          "raise mem_fraction_static, split the weights over more GPUs (tp), or use GPUs with more memory",
          "a rank's weights leave no memory for the KV cache (estimate from the weights, GPU memory, TP and "

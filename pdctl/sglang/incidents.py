@@ -97,3 +97,12 @@ KV_BELOW_CONTEXT_WARNING_SINCE = "0.5.23"
 # _resolve_ucx_device_list in 0.5.23, PR #28737): with UCX_NET_DEVICES unset UCX opens every device, and
 # transfers hang to the timeout on fabrics where some rails do not reach the peer.
 NIXL_IB_DEVICE_IGNORED = Incident("nixl-ib-device-ignored", f"{GH}/pull/28737", f"{GH}/pull/28737", None, "0.5.23")
+# Decode radix cache (--disaggregation-decode-enable-radix-cache, first in 0.5.11: pd_disaggregation_hook /
+# server_args.py) with decode KV offload: DecodeKVCacheOffloadManager._release_finished_req (disaggregation/
+# decode_kvcache_offload_manager.py) frees the request's whole row `[0, kv_allocated_len)` and subtracts
+# len(req.prefix_indices) from tree_cache.protected_size_ by hand (0.5.20: lines 250 and 254), which the
+# prealloc's inc_lock_ref never added: after the first finished request the invariant checker raises "...
+# memory leak detected! ... protected=-N" (SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE, default True) and the
+# decode exits. No start-up guard in any release. Fixed in 0.5.21 (lines 347-350: frees from
+# cache_protected_len, unpins the tree lock), the fix sglang PR #27687 proposed for sglang#27666.
+DECODE_RADIX_OFFLOAD = Incident("decode-radix-offload", f"{GH}/issues/27666", f"{GH}/pull/27687", "0.5.11", "0.5.21")

@@ -240,6 +240,18 @@ def dp_attention_replicated_gather(model: str, role: str, attn_tp: int, version:
             f"them by {attn_tp} at each MoE layer: garbage answers, no error (fixed in SGLang {fixed})")
 
 
+# runtime: the scheduler's idle invariant check (managers/scheduler_components/invariant_checker.py::_report_leak,
+# scheduler_runtime_checker_mixin.py before 0.5.14): f"{pool_name} memory leak detected! {token_msg}"
+MEMORY_LEAK = "memory leak detected!"
+
+
+def decode_radix_offload(role: str, version: str, fixed: str) -> str:
+    return (f"{role}: decode radix cache with decode KV offload on {version}: the offload manager releases a "
+            "finished request's whole KV row and unlocks the radix prefix by hand, double-freeing the slots the "
+            f"tree owns; after the first finished request the scheduler raises '... {MEMORY_LEAK} ... "
+            f"protected=-N' and decode exits (fixed in SGLang {fixed})")
+
+
 # -- decode KV offload (arg_groups/kv_cache_hook.py, start-up resolution) ----------------------------------
 OFFLOAD_KVCACHE_NEEDS_STORAGE = ("The argument disaggregation-decode-enable-offload-kvcache is only supported when "
                                  "hicache-storage-backend is provided.")
