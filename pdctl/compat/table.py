@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pdctl.compat import (
     capacity,
+    decode_cache,
     dp,
     flags,
     generations,
@@ -181,6 +182,15 @@ RULES: list[Rule] = [
          "upgrade SGLang to >= 0.5.21, or drop disaggregation-decode-enable-radix-cache (or the offload flag) on decode",
          "decode radix cache with decode KV offload on SGLang 0.5.11-0.5.20: decode exits after its first finished "
          "request", incident=incidents.DECODE_RADIX_OFFLOAD.report),
+    Rule("decode-hicache-l3", "warning", TRANSFER, decode_cache.decode_hicache_l3,
+         "upgrade SGLang to >= 0.5.23, or drop hicache-storage-backend (L3) from decode's HiCache",
+         "decode radix cache + HiCache with an L3 storage backend on SGLang 0.5.13-0.5.22: a declined L3 prefetch "
+         "fails its request", incident=incidents.DECODE_HICACHE_L3.report),
+    Rule("dsv4-decode-retraction", "error", TRANSFER, decode_cache.dsv4_decode_retraction,
+         "upgrade SGLang to >= 0.5.22, or on 0.5.21 set decode args disaggregation-decode-retraction-backup: none "
+         "(retracted requests are aborted instead)",
+         "DeepSeek-V4 on a PD decode, SGLang 0.5.12-0.5.21: the first KV-full retraction kills the decode "
+         "scheduler", incident=incidents.DSV4_DECODE_RETRACTION.report),
     Rule("kv-capacity", "error", LOAD, capacity.kv_capacity,
          "raise mem_fraction_static, split the weights over more GPUs (tp), or use GPUs with more memory",
          "a rank's weights leave no memory for the KV cache (estimate from the weights, GPU memory, TP and "

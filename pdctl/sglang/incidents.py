@@ -106,3 +106,22 @@ NIXL_IB_DEVICE_IGNORED = Incident("nixl-ib-device-ignored", f"{GH}/pull/28737", 
 # decode exits. No start-up guard in any release. Fixed in 0.5.21 (lines 347-350: frees from
 # cache_protected_len, unpins the tree lock), the fix sglang PR #27687 proposed for sglang#27666.
 DECODE_RADIX_OFFLOAD = Incident("decode-radix-offload", f"{GH}/issues/27666", f"{GH}/pull/27687", "0.5.11", "0.5.21")
+# Decode radix cache + HiCache with an L3 storage backend on decode (the decode HiCache mixin, disaggregation/
+# decode_hicache_mixin.py, first in 0.5.13; 0.5.12 has none): _start_hicache_prefetch keeps the queried
+# l3_storage_hit_length when the storage prefetch is declined (below the prefetch threshold, rate limited, host
+# memory short), so decode promises prefill a prefix nothing loads and the restore fails ("HiCache load_back
+# failed for rid=..."; the request fails with "HiCache restore failed", decode.py:2769-2772 in 0.5.22). Typical
+# after a decode restart (L1/L2 empty, every hit from L3). 0.5.23 clears the span (decode_hicache_mixin.py:154-156,
+# `if not (prefix_match.prefetch_registered or ticketed)`); 0.5.13-0.5.22 lack it (read: 0.5.13, 0.5.14,
+# 0.5.16-0.5.22). The proposed fix of the report: PR #31881.
+DECODE_HICACHE_L3 = Incident("decode-hicache-l3", f"{GH}/issues/30322", f"{GH}/pull/31881", "0.5.13", "0.5.23")
+# DeepSeek-V4 (deepseek_v4 / deepseek_v41 configs: DeepseekV4ForCausalLM, DeepSeekV4TokenToKVPool) on a PD decode:
+# a KV-full retraction backs the request's KV up to the CPU (release_req -> offload_kv_cache -> get_cpu_copy:
+# unconditional in decode mode 0.5.12-0.5.17, the `cpu_tensor` retraction backup 0.5.18-0.5.21, which
+# kv_cache_builder picks for this pool: it is neither MHATokenToKVPool nor SWAKVPool), and the pool has no
+# get_cpu_copy: KVCache.get_cpu_copy raises NotImplementedError() (mem_cache/memory_pool.py; 0.5.20: line 1920-1921)
+# and the decode scheduler dies. 0.5.22 recomputes instead (mem_cache/common.py:299 dsv4_needs_rebootstrap, "No
+# DeepSeek-V4 pool keeps a host copy of a request's KV; the prefill recomputes it."). 0.5.21 adds the backup
+# `none` (retracted requests are aborted with 503, no CPU copy).
+DSV4_DECODE_RETRACTION = Incident("dsv4-decode-retraction", f"{GH}/issues/33385", None, "0.5.12", "0.5.22")
+DSV4_RETRACTION_NONE_SINCE = "0.5.21"

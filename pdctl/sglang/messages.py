@@ -252,6 +252,27 @@ def decode_radix_offload(role: str, version: str, fixed: str) -> str:
             f"protected=-N' and decode exits (fixed in SGLang {fixed})")
 
 
+# runtime: the decode HiCache restore (disaggregation/decode_hicache_mixin.py::_try_hicache_queue_load_back, a
+# warning; the request then fails with decode.py's failure_reason "HiCache restore failed")
+HICACHE_LOAD_BACK_FAILED = "HiCache load_back failed for rid="
+
+
+def decode_hicache_l3(role: str, backend: object, version: str, fixed: str) -> str:
+    return (f"{role}: decode radix cache with HiCache and the L3 storage backend {backend} on {version}: when an "
+            "L3 prefetch is declined (below the prefetch threshold, rate limited, host memory short) decode still "
+            "promises prefill the L3 prefix, the restore finds nothing ('" + HICACHE_LOAD_BACK_FAILED + "...', "
+            "'HiCache restore failed') and the request fails; after a decode restart every prefix hit comes from "
+            f"L3 (fixed in SGLang {fixed})")
+
+
+# runtime: KVCache.get_cpu_copy (mem_cache/memory_pool.py) of a pool without a CPU copy: `raise NotImplementedError()`
+def dsv4_decode_retraction(role: str, version: str, fixed: str) -> str:
+    return (f"{role}: DeepSeek-V4 on a PD decode on {version}: the first retraction when decode's KV pool is full "
+            "copies the request's KV to the CPU, and DeepSeekV4TokenToKVPool has no get_cpu_copy: "
+            f"NotImplementedError, the decode scheduler dies (fixed in SGLang {fixed}: prefill recomputes a "
+            "retracted request)")
+
+
 # -- decode KV offload (arg_groups/kv_cache_hook.py, start-up resolution) ----------------------------------
 OFFLOAD_KVCACHE_NEEDS_STORAGE = ("The argument disaggregation-decode-enable-offload-kvcache is only supported when "
                                  "hicache-storage-backend is provided.")
