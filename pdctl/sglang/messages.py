@@ -217,6 +217,16 @@ def trtllm_mha_page(page_size: int, allowed: tuple[int, ...] = (16, 32, 64, 128)
     return (f"TensorRT-LLM MHA only supports page_size of {sizes}, changing page_size from {page_size} to 64.")
 
 
+# argument parsing: the DSA model override sets the page size (arg_groups/model_overrides/deepseek_v2.py from 0.5.19,
+# server_args.py before; "NSA" in the wording until 0.5.7, "DSA" from 0.5.8; 64 x index_kpool from 0.5.22)
+DSA_PAGE_WORD_SINCE = "0.5.8"
+
+
+def dsa_page_size(page_size: int, version: tuple[int, ...] | None = None) -> str:
+    word = "NSA" if version is not None and version < release(DSA_PAGE_WORD_SINCE) else "DSA"
+    return f"Setting page size to {page_size} for DeepSeek {word}."
+
+
 # environment: SGLang's EnvInt / EnvFloat on a value they cannot parse (environ.py: warn, use the default)
 def env_invalid(name: str, value: str, kind: str, default: object) -> str:
     return f'Invalid value for {name}: "{value}" is not a valid {kind} value, using default "{default}"'

@@ -3,6 +3,7 @@ releases, and yes on the nearest correct topology (the fixed release, either fea
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,35 @@ def test_dsv4_retraction_backup_none_and_other_models_pass(monkeypatch):
     passes("dsv4-decode-retraction", **{**DSV4, "engine": {"version": "0.5.21"}, "model": {
         "path": "deepseek-ai/DeepSeek-V3.2", "config": "tests/models/configs/deepseek-v3.2-trimmed.config.json"}})
     passes("dsv4-decode-retraction", engine={"version": "0.5.21"})
+
+
+# --- DSA: SGLang sets the page size itself ------------------------------------------------------------------
+V32 = {**DSV4, "model": {"path": "deepseek-ai/DeepSeek-V3.2", "preset": "deepseek-v3.2"},
+       "nodes": [{"name": "p0", "host": "10.0.0.11", "gpu": "h200", "gpus": 8},
+                 {"name": "d0", "host": "10.0.0.12", "gpu": "h200", "gpus": 8}]}
+
+
+@pytest.mark.parametrize("version,word", [("0.5.5", "NSA"), ("0.5.8", "DSA"), ("0.5.23", "DSA")])
+def test_dsa_page_size_other_than_64_is_not_what_runs(version, word):
+    message = fires("dsa-page-size", **{**V32, "engine": {"version": version}, "server": {"page_size": 32}})
+    assert f"'Setting page size to 64 for DeepSeek {word}.'" in message and "prefill page_size 32" in message
+    passes("dsa-page-size", **{**V32, "engine": {"version": version}, "server": {"page_size": 64}})
+
+
+def test_dsa_page_size_follows_index_kpool_from_0_5_22(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    cfg = json.loads((ROOT / "tests/models/configs/deepseek-v3.2-trimmed.config.json").read_text())
+    path = tmp_path / "kpool.config.json"
+    path.write_text(json.dumps({**cfg, "index_kpool": 2}))
+    over = {**V32, "model": {"path": "example/dsa-kpool-2", "config": str(path)}, "server": {"page_size": 128}}
+    passes("dsa-page-size", **{**over, "engine": {"version": "0.5.22"}})
+    assert "Setting page size to 64 for" in fires("dsa-page-size", **{**over, "engine": {"version": "0.5.21"}})
+    assert "to 128 for" in fires("dsa-page-size", **{**over, "engine": {"version": "0.5.23"},
+                                                      "server": {"page_size": 64}})
+
+
+def test_dsa_page_size_leaves_other_models_and_engines_alone(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    passes("dsa-page-size", **{**LLAMA, "server": {"page_size": 32}})  # not DSA
+    passes("dsa-page-size", **{**DSV4, "server": {"page_size": 32}})  # DeepSeek-V4: its own hook, not this override
+    passes("dsa-page-size", **{**V32, "server": {"page_size": 32}, "engine": {"kind": "reference", "version": None}})
