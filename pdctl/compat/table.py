@@ -194,6 +194,11 @@ RULES: list[Rule] = [
          "(retracted requests are aborted instead)",
          "DeepSeek-V4 on a PD decode, SGLang 0.5.12-0.5.21: the first KV-full retraction kills the decode "
          "scheduler", incident=incidents.DSV4_DECODE_RETRACTION.report),
+    Rule("spec-decode-only-dp-attention", "error", LOAD, roles.speculative_decode_only_dp_attention,
+         "enable the same speculative decoding on prefill too (it then sends decode the seeded top-k), or run decode "
+         "without DP attention",
+         "EAGLE on decode only with DP attention on decode, for a DSA model sharing its MTP top-k (GLM-5.2), "
+         "SGLang >= 0.5.16: decode deadlocks at warm-up", incident=incidents.SPEC_DECODE_ONLY_DP_ATTENTION.report),
     Rule("kv-capacity", "error", LOAD, capacity.kv_capacity,
          "raise mem_fraction_static, split the weights over more GPUs (tp), or use GPUs with more memory",
          "a rank's weights leave no memory for the KV cache (estimate from the weights, GPU memory, TP and "

@@ -125,3 +125,11 @@ DECODE_HICACHE_L3 = Incident("decode-hicache-l3", f"{GH}/issues/30322", f"{GH}/p
 # `none` (retracted requests are aborted with 503, no CPU copy).
 DSV4_DECODE_RETRACTION = Incident("dsv4-decode-retraction", f"{GH}/issues/33385", None, "0.5.12", "0.5.22")
 DSV4_RETRACTION_NONE_SINCE = "0.5.21"
+# Speculative decoding (EAGLE/NEXTN) on decode only, DP attention on decode, a DSA model whose MTP draft reuses the
+# indexer top-k (config index_share_for_mtp_iteration, GLM-5.2): eagle_worker_v2.py::draft turns the draft CUDA
+# graph off on a rank whose request has no seeded top-k (`draft_input.dsa_topk_indices is None`; 0.5.23: lines
+# 673-679), while idle DP ranks keep it on: the ranks run different collectives and decode deadlocks at warm-up.
+# A prefill that runs the draft too sends the seed (disaggregation/prefill.py: req.output_dsa_topk_indices, 0.5.16
+# line 669), so the first draft has it. The check is in 0.5.16-0.5.23, not in 0.5.14/0.5.15 (no seeding); no fix.
+SPEC_DECODE_ONLY_DP_ATTENTION = Incident("spec-decode-only-dp-attention", f"{GH}/issues/32527", f"{GH}/pull/32209",
+                                         "0.5.16", None)

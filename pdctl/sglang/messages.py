@@ -283,6 +283,13 @@ def dsv4_decode_retraction(role: str, version: str, fixed: str) -> str:
             "retracted request)")
 
 
+def spec_decode_only_dp_attention(model: str, algorithm: object, attn_dp: int, version: str) -> str:
+    return (f"decode: speculative decoding ({algorithm}) on decode only with DP attention ({attn_dp} ranks) and "
+            f"{model}'s MTP top-k sharing (index_share_for_mtp_iteration) on {version}: a rank with a request has no "
+            "top-k seeded by prefill and runs its draft without the CUDA graph, idle DP ranks run it with the graph; "
+            "their collectives differ and decode deadlocks at warm-up")
+
+
 # -- decode KV offload (arg_groups/kv_cache_hook.py, start-up resolution) ----------------------------------
 OFFLOAD_KVCACHE_NEEDS_STORAGE = ("The argument disaggregation-decode-enable-offload-kvcache is only supported when "
                                  "hicache-storage-backend is provided.")

@@ -129,3 +129,35 @@ def test_dsa_page_size_leaves_other_models_and_engines_alone(monkeypatch):
     passes("dsa-page-size", **{**LLAMA, "server": {"page_size": 32}})  # not DSA
     passes("dsa-page-size", **{**DSV4, "server": {"page_size": 32}})  # DeepSeek-V4: its own hook, not this override
     passes("dsa-page-size", **{**V32, "server": {"page_size": 32}, "engine": {"kind": "reference", "version": None}})
+
+
+# --- EAGLE on decode only + DP attention on decode, MTP top-k sharing (sglang#32527) -----------------------
+EAGLE = {"speculative-algorithm": "EAGLE", "speculative-num-steps": 3, "speculative-eagle-topk": 1,
+         "speculative-num-draft-tokens": 4}
+SHARE = {**V32, "model": {"path": "example/dsa-mtp-index-share",
+                          "config": "configs/invalid/spec-decode-only-dp-attention.config.json"},
+         "decode": {"tp": 8, "dp": 8, "enable_dp_attention": True, "args": EAGLE}}
+
+
+@pytest.mark.parametrize("version,bad", [("0.5.15", False), ("0.5.16", True), ("0.5.20", True), ("0.5.23", True)])
+def test_decode_only_eagle_with_dp_attention_deadlocks_from_0_5_16(version, bad, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    over = {**SHARE, "engine": {"version": version}}
+    if bad:
+        message = fires("spec-decode-only-dp-attention", **over)
+        assert "deadlocks at warm-up" in message and incidents.SPEC_DECODE_ONLY_DP_ATTENTION.report in message
+    else:
+        passes("spec-decode-only-dp-attention", **over)
+
+
+def test_decode_only_eagle_nearest_correct_topologies_pass(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    # the maintainers' answer: speculation on prefill too (prefill then seeds decode's top-k)
+    passes("spec-decode-only-dp-attention", **{**SHARE, "prefill": {"tp": 8, "args": EAGLE}})
+    # decode without DP attention: no idle rank runs another graph
+    passes("spec-decode-only-dp-attention", **{**SHARE, "decode": {"tp": 8, "args": EAGLE}})
+    # a topk-2 draft tree: SGLang does not share the top-k
+    passes("spec-decode-only-dp-attention", **{**SHARE, "decode": {**SHARE["decode"],
+                                                                   "args": {**EAGLE, "speculative-eagle-topk": 2}}})
+    # DeepSeek-V3.2 without index_share_for_mtp_iteration
+    passes("spec-decode-only-dp-attention", **{**SHARE, "model": V32["model"]})
