@@ -19,17 +19,23 @@ LLAMA = {"model": {"path": "meta-llama/Llama-3.1-8B-Instruct", "preset": "llama-
 OFFLOAD = {"disaggregation-decode-enable-offload-kvcache": True, "hicache-storage-backend": "file"}
 
 
+def per_release(rule: str, version: str, bad: bool, over: dict, *said: str) -> None:
+    """RULE fires on OVER at VERSION (its message holding every SAID) when BAD, else passes."""
+    over = {**over, "engine": {"version": version}}
+    if not bad:
+        passes(rule, **over)
+        return
+    message = fires(rule, **over)
+    for words in said:
+        assert words in message, (words, message)
+
+
 # --- decode radix cache + decode KV offload (sglang#27666) --------------------------------------------------
 @pytest.mark.parametrize("version,bad", [("0.5.11", True), ("0.5.14", True), ("0.5.20", True), ("0.5.21", False),
                                          ("0.5.23", False)])
 def test_decode_radix_cache_with_offload_fails_until_0_5_21(version, bad):
-    over = {**LLAMA, "engine": {"version": version}, "decode": {"tp": 2, "radix_cache": True, "args": OFFLOAD}}
-    if bad:
-        message = fires("decode-radix-offload", **over)
-        assert messages.MEMORY_LEAK in message and incidents.DECODE_RADIX_OFFLOAD.report in message
-        assert message.startswith("decode:") and "fixed in SGLang 0.5.21" in message
-    else:
-        passes("decode-radix-offload", **over)
+    per_release("decode-radix-offload", version, bad, {**LLAMA, "decode": {"tp": 2, "radix_cache": True, "args": OFFLOAD}},
+                "decode: ", messages.MEMORY_LEAK, incidents.DECODE_RADIX_OFFLOAD.report, "fixed in SGLang 0.5.21")
 
 
 def test_either_decode_feature_alone_passes():
@@ -48,12 +54,8 @@ HICACHE_L3 = {"enable-hierarchical-cache": True, "hicache-storage-backend": "fil
 @pytest.mark.parametrize("version,bad", [("0.5.12", False), ("0.5.13", True), ("0.5.18", True), ("0.5.22", True),
                                          ("0.5.23", False)])
 def test_decode_hicache_l3_warns_on_0_5_13_to_0_5_22(version, bad):
-    over = {**LLAMA, "engine": {"version": version}, "decode": {"tp": 2, "radix_cache": True, "args": HICACHE_L3}}
-    if bad:
-        message = fires("decode-hicache-l3", **over)
-        assert messages.HICACHE_LOAD_BACK_FAILED in message and incidents.DECODE_HICACHE_L3.report in message
-    else:
-        passes("decode-hicache-l3", **over)
+    per_release("decode-hicache-l3", version, bad, {**LLAMA, "decode": {"tp": 2, "radix_cache": True, "args": HICACHE_L3}},
+                messages.HICACHE_LOAD_BACK_FAILED, incidents.DECODE_HICACHE_L3.report)
 
 
 def test_decode_hicache_without_l3_or_radix_passes():
@@ -77,12 +79,8 @@ DSV4 = {"model": {"path": "deepseek-ai/DeepSeek-V4", "config": "tests/models/con
                                          ("0.5.21", True), ("0.5.22", False), ("0.5.23", False)])
 def test_dsv4_decode_retraction_fails_on_0_5_12_to_0_5_21(version, bad, monkeypatch):
     monkeypatch.chdir(ROOT)  # the DeepSeek-V4 config path is relative to the repository root
-    over = {**DSV4, "engine": {"version": version}}
-    if bad:
-        message = fires("dsv4-decode-retraction", **over)
-        assert "NotImplementedError" in message and incidents.DSV4_DECODE_RETRACTION.report in message
-    else:
-        passes("dsv4-decode-retraction", **over)
+    per_release("dsv4-decode-retraction", version, bad, DSV4, "NotImplementedError",
+                incidents.DSV4_DECODE_RETRACTION.report)
 
 
 def test_dsv4_retraction_backup_none_and_other_models_pass(monkeypatch):
@@ -142,12 +140,8 @@ SHARE = {**V32, "model": {"path": "example/dsa-mtp-index-share",
 @pytest.mark.parametrize("version,bad", [("0.5.15", False), ("0.5.16", True), ("0.5.20", True), ("0.5.23", True)])
 def test_decode_only_eagle_with_dp_attention_deadlocks_from_0_5_16(version, bad, monkeypatch):
     monkeypatch.chdir(ROOT)
-    over = {**SHARE, "engine": {"version": version}}
-    if bad:
-        message = fires("spec-decode-only-dp-attention", **over)
-        assert "deadlocks at warm-up" in message and incidents.SPEC_DECODE_ONLY_DP_ATTENTION.report in message
-    else:
-        passes("spec-decode-only-dp-attention", **over)
+    per_release("spec-decode-only-dp-attention", version, bad, SHARE, "deadlocks at warm-up",
+                incidents.SPEC_DECODE_ONLY_DP_ATTENTION.report)
 
 
 def test_decode_only_eagle_nearest_correct_topologies_pass(monkeypatch):
