@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pdctl.compat.context import BLACKWELL, HOPPER, Context
 from pdctl.compat.findings import Outcome, fired, passed
-from pdctl.sglang import messages
+from pdctl.sglang import facts, messages
 from pdctl.topology.placement import placement_problems, port_clashes
 from pdctl.transfer.registry import NAMES, stack
 
@@ -108,6 +108,21 @@ def kv_layout_platform(ctx: Context) -> Outcome:
     if bad:
         return fired("; ".join(bad))
     return passed(", ".join(f"{r.name} {r.kv_layout.upper()}" for r in ctx.roles()))
+
+
+def dsa_page_size(ctx: Context) -> Outcome:
+    """SGLang sets a DSA model's page size itself: the topology's page_size must be the one that runs."""
+    if not ctx.spec.dsa or (ctx.spec.model_type or "") not in facts.DSA_MODEL_TYPES:
+        return passed("not a DSA model SGLang sets the page size of")
+    if not ctx.sglang:
+        return passed(f"engine {ctx.topo.engine.kind}: runs the topology's page size")
+    forced = facts.DSA_PAGE * (ctx.spec.index_kpool if ctx.since(facts.DSA_PAGE_KPOOL_SINCE) else 1)
+    said = messages.dsa_page_size(forced, ctx.eff.version.parsed)
+    bad = [f"{r.name} page_size {r.page_size}" for r in ctx.roles() if r.page_size is not None and r.page_size != forced]
+    if bad:
+        return fired(f"SGLang says '{said}' ({', '.join(bad)} is not what runs: the plan, the KV estimate and the "
+                     "rules judged another page size)")
+    return passed(f"page_size {forced}, the one SGLang sets for DSA")
 
 
 def kv_layout_pd(ctx: Context) -> Outcome:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pdctl.compat.context import Context
 from pdctl.compat.findings import Outcome, fired, passed
-from pdctl.sglang import facts
+from pdctl.sglang import facts, incidents, messages
 
 # dests that decide which numbers the KV cache holds: must be equal on both roles
 SAME_MODEL = ("model_path", "revision", "quantization", "dtype")  # (kv_cache_dtype: the handshake checks it)
@@ -66,3 +66,26 @@ def speculative_decode_only_version(ctx: Context) -> Outcome:
     return fired(f"speculative decoding ({d}) on decode only: {ctx.version_words} writes decode's V cache "
                  f"at the draft model's entries (sglang PR #17212, fixed in {facts.SPEC_DECODE_ONLY_SINCE}): "
                  "wrong answers, no error")
+
+
+# The speculative algorithms that run eagle_worker_v2's draft (NEXTN is resolved to EAGLE)
+EAGLE_ALGORITHMS = frozenset({"EAGLE", "NEXTN"})
+
+
+def speculative_decode_only_dp_attention(ctx: Context) -> Outcome:
+    """Decode-only EAGLE with DP attention on a model whose MTP shares the DSA top-k: decode deadlocks at warm-up."""
+    p, d = _speculative(ctx)
+    dec = ctx.dec
+    if not d or p or str(d).upper() not in EAGLE_ALGORITHMS or dec.attn_dp <= 1:
+        return passed("not EAGLE on decode only with DP attention on decode")
+    if not ctx.spec.mtp_index_share:
+        return passed(f"{ctx.spec.name} does not share its indexer top-k across MTP steps")
+    if (dec.get("speculative_eagle_topk") or 1) != 1:  # SGLang shares the top-k only for a topk-1 draft chain
+        return passed("speculative_eagle_topk > 1: no MTP top-k sharing")
+    incident = incidents.SPEC_DECODE_ONLY_DP_ATTENTION
+    if not ctx.sglang:
+        return passed(f"engine {ctx.topo.engine.kind}: no SGLang draft worker")
+    if not incident.affects(ctx.eff.version.version):
+        return passed(f"{ctx.version_words}: the draft does not switch its CUDA graph on a seeded top-k")
+    return fired(messages.spec_decode_only_dp_attention(ctx.spec.name, d, dec.attn_dp, ctx.version_words)
+                 + f" ({incident.report})")

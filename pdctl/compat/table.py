@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pdctl.compat import (
     capacity,
+    decode_cache,
     dp,
     flags,
     generations,
@@ -158,6 +159,9 @@ RULES: list[Rule] = [
     Rule("kv-layout-platform", "error", NOT_RENDERED, platform.kv_layout_platform,
          "use kv_layout: nhd (or hnd, via SGLANG_USE_HND_KVCACHE); vectorized_5d exists on ROCm only",
          "the KV layout the processes will use differs from the topology's kv_layout", colocated=True),
+    Rule("dsa-page-size", "warning", NOT_RENDERED, platform.dsa_page_size,
+         "set server.page_size to the page size SGLang sets for the DSA model (64; 64 x index_kpool from 0.5.22)",
+         "a DSA model (DeepSeek-V3.2) with a page_size SGLang replaces with its own", colocated=True),
     Rule("placement", "error", LOAD, platform.placement,
          "add GPUs / nodes to the role, lower replicas x tp x pp, or give roles disjoint nodes",
          "replicas need more GPUs than their nodes have, or roles overlap GPUs",
@@ -177,6 +181,24 @@ RULES: list[Rule] = [
          "set UCX_NET_DEVICES in engine.env to the named HCAs' ports (mlx5_0:1,...), or upgrade SGLang to >= 0.5.23",
          "NIXL on SGLang < 0.5.23 with IB devices named and UCX_NET_DEVICES unset: the flag pdctl renders is "
          "ignored, UCX opens every device", incident=incidents.NIXL_IB_DEVICE_IGNORED.report),
+    Rule("decode-radix-offload", "error", TRANSFER, offload.decode_radix_offload,
+         "upgrade SGLang to >= 0.5.21, or drop disaggregation-decode-enable-radix-cache (or the offload flag) on decode",
+         "decode radix cache with decode KV offload on SGLang 0.5.11-0.5.20: decode exits after its first finished "
+         "request", incident=incidents.DECODE_RADIX_OFFLOAD.report),
+    Rule("decode-hicache-l3", "warning", TRANSFER, decode_cache.decode_hicache_l3,
+         "upgrade SGLang to >= 0.5.23, or drop hicache-storage-backend (L3) from decode's HiCache",
+         "decode radix cache + HiCache with an L3 storage backend on SGLang 0.5.13-0.5.22: a declined L3 prefetch "
+         "fails its request", incident=incidents.DECODE_HICACHE_L3.report),
+    Rule("dsv4-decode-retraction", "error", TRANSFER, decode_cache.dsv4_decode_retraction,
+         "upgrade SGLang to >= 0.5.22, or on 0.5.21 set decode args disaggregation-decode-retraction-backup: none "
+         "(retracted requests are aborted instead)",
+         "DeepSeek-V4 on a PD decode, SGLang 0.5.12-0.5.21: the first KV-full retraction kills the decode "
+         "scheduler", incident=incidents.DSV4_DECODE_RETRACTION.report),
+    Rule("spec-decode-only-dp-attention", "error", LOAD, roles.speculative_decode_only_dp_attention,
+         "enable the same speculative decoding on prefill too (it then sends decode the seeded top-k), or run decode "
+         "without DP attention",
+         "EAGLE on decode only with DP attention on decode, for a DSA model sharing its MTP top-k (GLM-5.2), "
+         "SGLang >= 0.5.16: decode deadlocks at warm-up", incident=incidents.SPEC_DECODE_ONLY_DP_ATTENTION.report),
     Rule("kv-capacity", "error", LOAD, capacity.kv_capacity,
          "raise mem_fraction_static, split the weights over more GPUs (tp), or use GPUs with more memory",
          "a rank's weights leave no memory for the KV cache (estimate from the weights, GPU memory, TP and "

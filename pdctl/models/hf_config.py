@@ -7,7 +7,9 @@ Keys follow the HF conventions SGLang itself reads: `num_key_value_heads` (defau
 every `full_attention_interval`-th layer full (SGLang's Qwen3NextConfig.layers_block_type), and the state shape
 `linear_num_key_heads` / `linear_num_value_heads` / `linear_key_head_dim` / `linear_value_head_dim` /
 `linear_conv_kernel_dim`. DSA sparse attention (DeepSeek-V3.2 `deepseek_v32`): `index_head_dim` (with
-`index_n_heads`, `index_topk`), which SGLang's DSATokenToKVPool requires to be 128.
+`index_n_heads`, `index_topk`), which SGLang's DSATokenToKVPool requires to be 128, and `index_kpool` (SGLang
+0.5.22+ sets a DSA model's page size to 64 x it) and `index_share_for_mtp_iteration` (GLM-5.2: its MTP draft reuses
+the indexer top-k).
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ def spec_from_config(cfg: dict[str, Any], *, name: str, source: str) -> ModelSpe
             model_type=str(top.get("model_type") or cfg.get("model_type") or "") or None,
             context_length=_int(cfg, "max_position_embeddings", source), weights=weights_from_config(top),
             linear=linear, index_head_dim=index_head_dim,
+            index_kpool=(_int(cfg, "index_kpool", source) or 1) if index_head_dim is not None else 1,
+            mtp_index_share=index_head_dim is not None and cfg.get("index_share_for_mtp_iteration") is True,
         )
     except ValueError as exc:
         raise UserError(f"{source}: {exc}") from None

@@ -79,6 +79,8 @@ class ModelSpec:
     weights: Weights | None = field(default=None, compare=False)
     linear: LinearAttention | None = None  # hybrid linear attention: the state shape of its linear layers
     index_head_dim: int | None = None  # DSA/NSA sparse attention: the indexer's key width (DeepSeek-V3.2: 128)
+    index_kpool: int = 1  # DSA: index keys pooled per group (config.json `index_kpool`; SGLang's page is 64 x it)
+    mtp_index_share: bool = False  # DSA: config.json `index_share_for_mtp_iteration` (GLM-5.2's MTP reuses the top-k)
 
     def __post_init__(self) -> None:
         if len(self.layer_types) != self.num_layers:

@@ -51,3 +51,12 @@ MAMBA_HETERO_TP_PR = {"mooncake": "https://github.com/sgl-project/sglang/pull/16
 # with a warning).
 NIXL_IB_DEVICE_SINCE = "0.5.23"
 NIXL_IB_DEVICE_PR = "https://github.com/sgl-project/sglang/pull/28737"
+
+# DSA models (SGLang's is_deepseek_dsa: DeepseekV32ForCausalLM, DeepseekV3ForCausalLM with index_topk, GLM-5,
+# ...) on CUDA: SGLang overrides --page-size with 64 in every release read (0.5.5-0.5.23: "Setting page size to 64
+# for DeepSeek NSA/DSA."), with 64 x config.index_kpool from 0.5.22 (model_overrides/deepseek_v2.py:171-173).
+# pdctl knows these by config.json model_type (it keeps no architectures): deepseek_v32, and deepseek_v3 with
+# index_topk (the spec's DSA fields).
+DSA_PAGE = 64
+DSA_PAGE_KPOOL_SINCE = "0.5.22"
+DSA_MODEL_TYPES = frozenset({"deepseek_v32", "deepseek_v3"})

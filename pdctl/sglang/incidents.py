@@ -97,3 +97,39 @@ KV_BELOW_CONTEXT_WARNING_SINCE = "0.5.23"
 # _resolve_ucx_device_list in 0.5.23, PR #28737): with UCX_NET_DEVICES unset UCX opens every device, and
 # transfers hang to the timeout on fabrics where some rails do not reach the peer.
 NIXL_IB_DEVICE_IGNORED = Incident("nixl-ib-device-ignored", f"{GH}/pull/28737", f"{GH}/pull/28737", None, "0.5.23")
+# Decode radix cache (--disaggregation-decode-enable-radix-cache, first in 0.5.11: pd_disaggregation_hook /
+# server_args.py) with decode KV offload: DecodeKVCacheOffloadManager._release_finished_req (disaggregation/
+# decode_kvcache_offload_manager.py) frees the request's whole row `[0, kv_allocated_len)` and subtracts
+# len(req.prefix_indices) from tree_cache.protected_size_ by hand (0.5.20: lines 250 and 254), which the
+# prealloc's inc_lock_ref never added: after the first finished request the invariant checker raises "...
+# memory leak detected! ... protected=-N" (SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE, default True) and the
+# decode exits. No start-up guard in any release. Fixed in 0.5.21 (lines 347-350: frees from
+# cache_protected_len, unpins the tree lock), the fix sglang PR #27687 proposed for sglang#27666.
+DECODE_RADIX_OFFLOAD = Incident("decode-radix-offload", f"{GH}/issues/27666", f"{GH}/pull/27687", "0.5.11", "0.5.21")
+# Decode radix cache + HiCache with an L3 storage backend on decode (the decode HiCache mixin, disaggregation/
+# decode_hicache_mixin.py, first in 0.5.13; 0.5.12 has none): _start_hicache_prefetch keeps the queried
+# l3_storage_hit_length when the storage prefetch is declined (below the prefetch threshold, rate limited, host
+# memory short), so decode promises prefill a prefix nothing loads and the restore fails ("HiCache load_back
+# failed for rid=..."; the request fails with "HiCache restore failed", decode.py:2769-2772 in 0.5.22). Typical
+# after a decode restart (L1/L2 empty, every hit from L3). 0.5.23 clears the span (decode_hicache_mixin.py:154-156,
+# `if not (prefix_match.prefetch_registered or ticketed)`); 0.5.13-0.5.22 lack it (read: 0.5.13, 0.5.14,
+# 0.5.16-0.5.22). The proposed fix of the report: PR #31881.
+DECODE_HICACHE_L3 = Incident("decode-hicache-l3", f"{GH}/issues/30322", f"{GH}/pull/31881", "0.5.13", "0.5.23")
+# DeepSeek-V4 (deepseek_v4 / deepseek_v41 configs: DeepseekV4ForCausalLM, DeepSeekV4TokenToKVPool) on a PD decode:
+# a KV-full retraction backs the request's KV up to the CPU (release_req -> offload_kv_cache -> get_cpu_copy:
+# unconditional in decode mode 0.5.12-0.5.17, the `cpu_tensor` retraction backup 0.5.18-0.5.21, which
+# kv_cache_builder picks for this pool: it is neither MHATokenToKVPool nor SWAKVPool), and the pool has no
+# get_cpu_copy: KVCache.get_cpu_copy raises NotImplementedError() (mem_cache/memory_pool.py; 0.5.20: line 1920-1921)
+# and the decode scheduler dies. 0.5.22 recomputes instead (mem_cache/common.py:299 dsv4_needs_rebootstrap, "No
+# DeepSeek-V4 pool keeps a host copy of a request's KV; the prefill recomputes it."). 0.5.21 adds the backup
+# `none` (retracted requests are aborted with 503, no CPU copy).
+DSV4_DECODE_RETRACTION = Incident("dsv4-decode-retraction", f"{GH}/issues/33385", None, "0.5.12", "0.5.22")
+DSV4_RETRACTION_NONE_SINCE = "0.5.21"
+# Speculative decoding (EAGLE/NEXTN) on decode only, DP attention on decode, a DSA model whose MTP draft reuses the
+# indexer top-k (config index_share_for_mtp_iteration, GLM-5.2): eagle_worker_v2.py::draft turns the draft CUDA
+# graph off on a rank whose request has no seeded top-k (`draft_input.dsa_topk_indices is None`; 0.5.23: lines
+# 673-679), while idle DP ranks keep it on: the ranks run different collectives and decode deadlocks at warm-up.
+# A prefill that runs the draft too sends the seed (disaggregation/prefill.py: req.output_dsa_topk_indices, 0.5.16
+# line 669), so the first draft has it. The check is in 0.5.16-0.5.23, not in 0.5.14/0.5.15 (no seeding); no fix.
+SPEC_DECODE_ONLY_DP_ATTENTION = Incident("spec-decode-only-dp-attention", f"{GH}/issues/32527", f"{GH}/pull/32209",
+                                         "0.5.16", None)

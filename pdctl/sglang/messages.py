@@ -217,6 +217,16 @@ def trtllm_mha_page(page_size: int, allowed: tuple[int, ...] = (16, 32, 64, 128)
     return (f"TensorRT-LLM MHA only supports page_size of {sizes}, changing page_size from {page_size} to 64.")
 
 
+# argument parsing: the DSA model override sets the page size (arg_groups/model_overrides/deepseek_v2.py from 0.5.19,
+# server_args.py before; "NSA" in the wording until 0.5.7, "DSA" from 0.5.8; 64 x index_kpool from 0.5.22)
+DSA_PAGE_WORD_SINCE = "0.5.8"
+
+
+def dsa_page_size(page_size: int, version: tuple[int, ...] | None = None) -> str:
+    word = "NSA" if version is not None and version < release(DSA_PAGE_WORD_SINCE) else "DSA"
+    return f"Setting page size to {page_size} for DeepSeek {word}."
+
+
 # environment: SGLang's EnvInt / EnvFloat on a value they cannot parse (environ.py: warn, use the default)
 def env_invalid(name: str, value: str, kind: str, default: object) -> str:
     return f'Invalid value for {name}: "{value}" is not a valid {kind} value, using default "{default}"'
@@ -238,6 +248,46 @@ def dp_attention_replicated_gather(model: str, role: str, attn_tp: int, version:
     return (f"{role}: {model} with DP attention at attention TP {attn_tp} (MoE a2a none) on {version}: "
             "dp_gather_partial sums the already-reduced hidden states of every attention-TP rank, multiplying "
             f"them by {attn_tp} at each MoE layer: garbage answers, no error (fixed in SGLang {fixed})")
+
+
+# runtime: the scheduler's idle invariant check (managers/scheduler_components/invariant_checker.py::_report_leak,
+# scheduler_runtime_checker_mixin.py before 0.5.14): f"{pool_name} memory leak detected! {token_msg}"
+MEMORY_LEAK = "memory leak detected!"
+
+
+def decode_radix_offload(role: str, version: str, fixed: str) -> str:
+    return (f"{role}: decode radix cache with decode KV offload on {version}: the offload manager releases a "
+            "finished request's whole KV row and unlocks the radix prefix by hand, double-freeing the slots the "
+            f"tree owns; after the first finished request the scheduler raises '... {MEMORY_LEAK} ... "
+            f"protected=-N' and decode exits (fixed in SGLang {fixed})")
+
+
+# runtime: the decode HiCache restore (disaggregation/decode_hicache_mixin.py::_try_hicache_queue_load_back, a
+# warning; the request then fails with decode.py's failure_reason "HiCache restore failed")
+HICACHE_LOAD_BACK_FAILED = "HiCache load_back failed for rid="
+
+
+def decode_hicache_l3(role: str, backend: object, version: str, fixed: str) -> str:
+    return (f"{role}: decode radix cache with HiCache and the L3 storage backend {backend} on {version}: when an "
+            "L3 prefetch is declined (below the prefetch threshold, rate limited, host memory short) decode still "
+            "promises prefill the L3 prefix, the restore finds nothing ('" + HICACHE_LOAD_BACK_FAILED + "...', "
+            "'HiCache restore failed') and the request fails; after a decode restart every prefix hit comes from "
+            f"L3 (fixed in SGLang {fixed})")
+
+
+# runtime: KVCache.get_cpu_copy (mem_cache/memory_pool.py) of a pool without a CPU copy: `raise NotImplementedError()`
+def dsv4_decode_retraction(role: str, version: str, fixed: str) -> str:
+    return (f"{role}: DeepSeek-V4 on a PD decode on {version}: the first retraction when decode's KV pool is full "
+            "copies the request's KV to the CPU, and DeepSeekV4TokenToKVPool has no get_cpu_copy: "
+            f"NotImplementedError, the decode scheduler dies (fixed in SGLang {fixed}: prefill recomputes a "
+            "retracted request)")
+
+
+def spec_decode_only_dp_attention(model: str, algorithm: object, attn_dp: int, version: str) -> str:
+    return (f"decode: speculative decoding ({algorithm}) on decode only with DP attention ({attn_dp} ranks) and "
+            f"{model}'s MTP top-k sharing (index_share_for_mtp_iteration) on {version}: a rank with a request has no "
+            "top-k seeded by prefill and runs its draft without the CUDA graph, idle DP ranks run it with the graph; "
+            "their collectives differ and decode deadlocks at warm-up")
 
 
 # -- decode KV offload (arg_groups/kv_cache_hook.py, start-up resolution) ----------------------------------

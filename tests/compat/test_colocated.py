@@ -23,6 +23,7 @@ REFERENCE = ROOT / "configs" / "local-cpu-reference.yaml"
 # disaggregation_mode != "null".
 COLOCATED_RULES = {"heads-divisible", "mxfp8-gpu", "attention-backend-gpu", "placement", "bootstrap-port",
                    "flags-parse", "flags-deprecated", "reference-ignores-args", "args-override", "kv-layout-platform",
+                   "dsa-page-size",  # SGLang's argument resolution sets a DSA model's page size, PD or not
                    # field incidents about one server: its KV pool at model load, DP attention's MoE combine
                    "kv-capacity", "dp-attention-corruption"}
 

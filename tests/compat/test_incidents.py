@@ -18,7 +18,9 @@ from pdctl.topology import build_topology
 from tests.support.topo_factory import gpu, make
 
 INCIDENT_RULES = {"kv-capacity", "kv-capacity-context", "dp-attention-corruption", "dp-routing",
-                  "mixed-gpu-generations", "mixed-gpu-page-size", "disagg-timeouts", "nixl-ib-device"}
+                  "mixed-gpu-generations", "mixed-gpu-page-size", "disagg-timeouts", "nixl-ib-device",
+                  "decode-radix-offload", "decode-hicache-l3", "dsv4-decode-retraction",
+                  "spec-decode-only-dp-attention"}
 
 
 def verdict(topo: Any, spec: Any, rule: str) -> tuple[bool, str]:

@@ -51,6 +51,17 @@ def test_deepseek_v32_indexer_cache() -> None:
     assert spec.indexer_bytes_per_token() == 61 * 132
     preset = find_preset("deepseek-v3.2-exp")
     assert preset is not None and preset.indexer_bytes_per_token() == spec.indexer_bytes_per_token()
+    assert spec.index_kpool == 1 and not spec.mtp_index_share  # the published config sets neither
+
+
+def test_dsa_index_kpool_and_mtp_index_share_are_read_only_for_dsa() -> None:
+    cfg = json.loads((CONFIGS / "deepseek-v3.2-trimmed.config.json").read_text())
+    extra = {"index_kpool": 4, "index_share_for_mtp_iteration": True}
+    spec = spec_from_config({**cfg, **extra}, name="dsa", source="dsa")
+    assert spec.index_kpool == 4 and spec.mtp_index_share
+    plain = {k: v for k, v in cfg.items() if not k.startswith("index_")}  # no index_topk: not DSA
+    spec = spec_from_config({**plain, **extra}, name="mla", source="mla")
+    assert not spec.dsa and spec.index_kpool == 1 and not spec.mtp_index_share
 
 
 @pytest.mark.parametrize(("change", "message"), [
