@@ -22,6 +22,9 @@ from pdctl.topology import build_topology
 # The GPUs pdctl knows: compute capability (nvidia-smi's compute_cap) and memory (pdctl.sglang.memory).
 GPUS: dict[str, tuple[int, int]] = {"h100": (9, 0), "h200": (9, 0), "b200": (10, 0), "gb200": (10, 0),
                                     "gb300": (10, 3)}
+# nvidia-smi's names (torch.cuda.get_device_name): SGLang reads the MNNVL fabric (GB200/GB300) off them.
+GPU_NAMES = {"h100": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200", "b200": "NVIDIA B200", "gb200": "NVIDIA GB200",
+             "gb300": "NVIDIA GB300"}
 GPUS_PER_NODE = {"h100": 8, "h200": 8, "b200": 8, "gb200": 4, "gb300": 4}
 
 # Published config.json fields (meta-llama/Llama-3.1-8B-Instruct, Qwen/Qwen3-32B).
@@ -92,7 +95,8 @@ def draw(rng: random.Random, models: dict[str, Path], version: str) -> dict[str,
 
 def gpu_facts(kind: str) -> dict[str, Any]:
     """What the oracle supplies in place of probing the device."""
-    return {"capability": list(GPUS[kind]), "count": GPUS_PER_NODE[kind], "memory_mib": GPU_MEMORY_MIB[kind]}
+    return {"capability": list(GPUS[kind]), "count": GPUS_PER_NODE[kind], "memory_mib": GPU_MEMORY_MIB[kind],
+            "name": GPU_NAMES[kind]}
 
 
 def generate(seed: int, n: int, models: dict[str, Path], version: str) -> list[dict[str, Any]]:
