@@ -243,6 +243,12 @@ def dp_attention_replicated_gather(model: str, role: str, attn_tp: int, version:
 # -- decode KV offload (arg_groups/kv_cache_hook.py, start-up resolution) ----------------------------------
 OFFLOAD_KVCACHE_NEEDS_STORAGE = ("The argument disaggregation-decode-enable-offload-kvcache is only supported when "
                                  "hicache-storage-backend is provided.")
+# arg_groups/kv_cache_hook.py (server_args.py before 0.5.19), every release 0.5.16-0.5.23
+HICACHE_NEEDS_RADIX = ("The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive "
+                       "and cannot be used at the same time. Please use only one of them.")
+# arg_groups/parallel_hook.py: `assert ep_size > 1` (a bare assert: SGLang's AssertionError has no words)
+EPLB_NEEDS_EP = ("--enable-eplb needs an expert-parallel size above 1: SGLang asserts ep_size > 1 at start-up "
+                 "(AssertionError with no message).")
 OFFLOAD_KVCACHE_HOST_POOL = ("The arguments disaggregation-decode-enable-offload-kvcache and "
                              "disaggregation-decode-retraction-backup=host_pool are mutually exclusive: "
                              "both build a decode host pool.")

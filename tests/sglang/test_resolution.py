@@ -39,7 +39,8 @@ def resolution_oracle(request: pytest.FixtureRequest, sglang_python: str):
 def differential(version: str, oracle: Oracle, n: int, root: Path) -> dict[str, Any]:
     """Judge N generated topologies both ways; the counts and the disagreements."""
     drawn = generate(SEED, n, write_models(root), version)
-    cases = [{"argv": sglang_argv(argv), "gpu": d["gpu"]} for d in drawn for argv in d["roles"].values()]
+    cases = [{"argv": sglang_argv(argv), "gpu": d["gpu"], "env": d["env"][role]}
+             for d in drawn for role, argv in d["roles"].items()]
     answered = oracle.ask("resolve", cases)
     assert all(a["verdict"] in ("starts", "refuses") for a in answered), answered[0]
     answers = iter(answered)

@@ -3,7 +3,7 @@ or an older release's overlay first on PYTHONPATH).
 
     PDCTL_SGLANG_PYTHON tests/support/sglang_resolution_oracle.py   (tests/sglang/test_resolution.py starts it)
 
-One request per line: {"op": "resolve", "cases": [{"argv": [...], "gpu": {...}}]}. For each case it does what
+One request per line: {"op": "resolve", "cases": [{"argv": [...], "gpu": {...}, "env": {SGLANG_*: ...}}]}. For each case it does what
 `launch_server` does before it touches a device: `prepare_server_args(argv)` (the release's parser and
 ServerArgs), `resolve_once()` (every resolution hook under sglang/srt/arg_groups/) and `check_server_args()`,
 and answers {"verdict": "starts"} or {"verdict": "refuses", "error": "Type: message", "site": "file:line"}.
@@ -40,7 +40,9 @@ import functools
 import importlib
 import importlib.util
 import io
+import os
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -158,10 +160,25 @@ def _site(exc: BaseException) -> str:
     return site
 
 
+@contextlib.contextmanager
+def _environ(env: dict[str, str]) -> Iterator[None]:
+    """The process's SGLANG_* environment as pdctl renders it (e.g. SGLANG_USE_HND_KVCACHE), restored after."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def op_resolve(case: dict[str, Any]) -> dict[str, Any]:
     """SGLang's verdict on one command line on one GPU: starts, or refuses with its message and raise site."""
     device = _Device if override_platform is not None else _LegacyDevice
-    with device(case["gpu"]):  # outside the try: a stand-in failing is the oracle's error, not a verdict
+    with _environ(case.get("env", {})), device(case["gpu"]):  # outside the try: a stand-in failing is the oracle's error, not a verdict
         said = io.StringIO()
         try:
             with contextlib.redirect_stderr(said):  # argparse's own words go to stderr

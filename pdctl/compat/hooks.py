@@ -1,0 +1,44 @@
+"""Start-up refusals of SGLang's argument resolution that the start-up differential found (tests/sglang/
+test_resolution.py, the widened generator): check-compat passed these command lines, SGLang refused them.
+
+Both raise sites read off every covered wheel (0.5.16-0.5.23, server_args.py then arg_groups/): the expert
+load balancer asserts an expert-parallel size above 1 (`enable_eplb and ep_join_mode != "scale"` ->
+`assert ep_size > 1`, parallel_hook.py in 0.5.23, a bare assert: SGLang prints no words), and HiCache refuses a
+disabled radix cache (kv_cache_hook.py) — which is what decode has unless
+`--disaggregation-decode-enable-radix-cache` (SGLang disables decode's radix cache in PD). Both are judged on
+every release: older ones were not read, and a false alarm there is better than a false pass.
+"""
+
+from __future__ import annotations
+
+from pdctl.compat.context import Context
+from pdctl.compat.effective import EffectiveRole
+from pdctl.compat.findings import Outcome, fired, passed
+from pdctl.sglang import messages
+
+
+def eplb_ep_size(ctx: Context) -> Outcome:
+    """--enable-eplb balances experts across EP ranks: with an EP size of 1 SGLang's resolution asserts."""
+    if not ctx.sglang:
+        return passed(f"engine {ctx.topo.engine.kind}: no EPLB")
+    bad = [r for r in ctx.roles() if r.get("enable_eplb", False) and str(r.get("ep_join_mode", "")) != "scale"
+           and int(r.get("ep_size", 1) or 1) <= 1]
+    if bad:
+        return fired(f"{bad[0].name}: {messages.EPLB_NEEDS_EP}")
+    return passed("EPLB off, or with ep-size > 1")
+
+
+def _radix_off(role: EffectiveRole) -> bool:
+    if role.get("disable_radix_cache", False):
+        return True
+    return role.name == "decode" and not role.get("disaggregation_decode_enable_radix_cache", False)
+
+
+def hicache_radix(ctx: Context) -> Outcome:
+    """HiCache extends the radix cache: on a role whose radix cache is off SGLang refuses to start."""
+    if not ctx.sglang:
+        return passed(f"engine {ctx.topo.engine.kind}: no HiCache")
+    bad = [r.name for r in ctx.roles() if r.get("enable_hierarchical_cache", False) and _radix_off(r)]
+    if bad:
+        return fired(f"{bad[0]}: {messages.HICACHE_NEEDS_RADIX}")
+    return passed("HiCache off, or on a role with its radix cache")

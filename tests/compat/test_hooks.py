@@ -1,0 +1,29 @@
+"""The start-up refusals the differential found (pdctl/compat/hooks.py): each fires on SGLang's refused shape and
+passes on the fixed one (SGLang's own verdicts on both: tests/sglang/test_resolution.py)."""
+
+from __future__ import annotations
+
+from pdctl.compat import evaluate
+from pdctl.sglang import messages
+from tests.support.topo_factory import rendered
+
+
+def verdict(rule: str, **kw):
+    return next(f for f in evaluate(*rendered(**kw)) if f.rule == rule)
+
+
+def test_hicache_on_decode_needs_its_radix_cache():
+    bad = verdict("hicache-radix", decode={"args": {"enable-hierarchical-cache": True}})
+    assert not bad.ok and messages.HICACHE_NEEDS_RADIX in bad.message and bad.message.startswith("decode")
+    assert verdict("hicache-radix", decode={"radix_cache": True,
+                                            "args": {"enable-hierarchical-cache": True}}).ok
+    assert verdict("hicache-radix", prefill={"args": {"enable-hierarchical-cache": True}}).ok
+    assert not verdict("hicache-radix", prefill={"args": {"enable-hierarchical-cache": True,
+                                                          "disable-radix-cache": True}}).ok
+
+
+def test_eplb_needs_expert_parallelism():
+    bad = verdict("eplb-ep-size", prefill={"args": {"enable-eplb": True}})
+    assert not bad.ok and messages.EPLB_NEEDS_EP in bad.message and bad.message.startswith("prefill")
+    assert verdict("eplb-ep-size", prefill={"args": {"enable-eplb": True, "ep-size": 2}}).ok
+    assert verdict("eplb-ep-size").ok
