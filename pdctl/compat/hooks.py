@@ -1,12 +1,16 @@
 """Start-up refusals of SGLang's argument resolution that the start-up differential found (tests/sglang/
 test_resolution.py, the widened generator): check-compat passed these command lines, SGLang refused them.
 
-Both raise sites read off every covered wheel (0.5.16-0.5.23, server_args.py then arg_groups/): the expert
+The first two raise sites read off every covered wheel (0.5.16-0.5.23, server_args.py then arg_groups/): the expert
 load balancer asserts an expert-parallel size above 1 (`enable_eplb and ep_join_mode != "scale"` ->
 `assert ep_size > 1`, parallel_hook.py in 0.5.23, a bare assert: SGLang prints no words), and HiCache refuses a
 disabled radix cache (kv_cache_hook.py) — which is what decode has unless
 `--disaggregation-decode-enable-radix-cache` (SGLang disables decode's radix cache in PD). Both are judged on
 every release: older ones were not read, and a false alarm there is better than a false pass.
+Decode's radix cache with speculative decoding: refused for every algorithm in 0.5.16-0.5.20
+(pd_disaggregation_hook.py), for all but DSPARK in 0.5.21-0.5.22, and in 0.5.23 (speculative_hook.py, on the
+final algorithm: NEXTN aliases EAGLE) for all but DSPARK, EAGLE, EAGLE3 — read off the wheels and checked
+against each release's own resolution.
 """
 
 from __future__ import annotations
@@ -42,3 +46,26 @@ def hicache_radix(ctx: Context) -> Outcome:
     if bad:
         return fired(f"{bad[0]}: {messages.HICACHE_NEEDS_RADIX}")
     return passed("HiCache off, or on a role with its radix cache")
+
+
+# (first release, the speculative algorithms decode may run with its radix cache), newest first.
+SPEC_WITH_DECODE_RADIX: tuple[tuple[str, frozenset[str]], ...] = (
+    ("0.5.23", frozenset({"DSPARK", "EAGLE", "EAGLE3", "NEXTN"})),
+    ("0.5.21", frozenset({"DSPARK"})),
+)
+
+
+def _spec_allowed(ctx: Context) -> frozenset[str]:
+    return next((algos for since, algos in SPEC_WITH_DECODE_RADIX if ctx.since(since)), frozenset())
+
+
+def speculative_decode_radix(ctx: Context) -> Outcome:
+    """Decode's radix cache with a speculative algorithm the release does not allow there: refused at start-up."""
+    if not ctx.sglang:
+        return passed(f"engine {ctx.topo.engine.kind}: no speculative decoding")
+    for r in ctx.roles():
+        algo = r.get("speculative_algorithm")
+        if r.name == "decode" and algo and r.get("disaggregation_decode_enable_radix_cache", False) \
+                and str(algo).upper() not in _spec_allowed(ctx):
+            return fired(f"decode: {messages.spec_decode_radix(str(algo))} ({ctx.version_words})")
+    return passed("decode's radix cache without a speculative algorithm it excludes")

@@ -249,6 +249,14 @@ HICACHE_NEEDS_RADIX = ("The arguments enable-hierarchical-cache and disable-radi
 # arg_groups/parallel_hook.py: `assert ep_size > 1` (a bare assert: SGLang's AssertionError has no words)
 EPLB_NEEDS_EP = ("--enable-eplb needs an expert-parallel size above 1: SGLang asserts ep_size > 1 at start-up "
                  "(AssertionError with no message).")
+
+
+def spec_decode_radix(algorithm: str) -> str:
+    """pd_disaggregation_hook.py (0.5.16-0.5.22), speculative_hook.py (0.5.23)."""
+    return ("--disaggregation-decode-enable-radix-cache is incompatible with speculative decoding "
+            f"(--speculative-algorithm {algorithm})")
+
+
 OFFLOAD_KVCACHE_HOST_POOL = ("The arguments disaggregation-decode-enable-offload-kvcache and "
                              "disaggregation-decode-retraction-backup=host_pool are mutually exclusive: "
                              "both build a decode host pool.")

@@ -27,3 +27,16 @@ def test_eplb_needs_expert_parallelism():
     assert not bad.ok and messages.EPLB_NEEDS_EP in bad.message and bad.message.startswith("prefill")
     assert verdict("eplb-ep-size", prefill={"args": {"enable-eplb": True, "ep-size": 2}}).ok
     assert verdict("eplb-ep-size").ok
+
+
+def test_speculative_decoding_with_decode_radix_by_release():
+    def spec(version: str, algo: str, radix: bool = True):
+        return verdict("speculative-decode-radix", engine={"version": version},
+                       prefill={"args": {"speculative-algorithm": algo}},
+                       decode={"radix_cache": radix, "args": {"speculative-algorithm": algo}})
+
+    bad = spec("0.5.23", "NGRAM")
+    assert not bad.ok and messages.spec_decode_radix("NGRAM") in bad.message
+    assert spec("0.5.23", "EAGLE").ok and spec("0.5.23", "NEXTN").ok  # 0.5.23 allows the EAGLE family
+    assert not spec("0.5.22", "EAGLE").ok and not spec("0.5.16", "EAGLE3").ok
+    assert spec("0.5.22", "NGRAM", radix=False).ok

@@ -70,8 +70,7 @@ MLA = {"deepseek-v3"}
 # Flag sets of the resolution hooks PD recipes reach (DP attention, speculative decoding, HiCache / HiSparse,
 # MoE / EP, attention backends), drawn on top of the per-role sets below. Each is the args: of a role (or both).
 # Not drawn yet (false passes found and still open, docs/check-compat.md "Open"): NGRAM and EAGLE topk > 1 (their
-# page-size check reads the *resolved* attention backend), speculative decoding with decode's radix cache (the
-# allowed algorithms change between releases), --enable-hisparse (SGLang's DSA-model test), trtllm_mla and
+# page-size check reads the *resolved* attention backend), --enable-hisparse (SGLang's DSA-model test), trtllm_mla and
 # DeepSeek on Blackwell with a KV dtype trtllm_mla refuses (SGLang auto-selects trtllm_mla there).
 SPECULATIVE: list[dict[str, Any]] = [
     {"speculative-algorithm": "EAGLE", "speculative-num-steps": 3, "speculative-eagle-topk": 1,
@@ -167,7 +166,7 @@ def widen(rng: random.Random, model: str, server: dict[str, Any], prefill: dict[
                 role["args"]["ep-size"] = role["tp"]
     if model in MLA and server["kv_cache_dtype"] not in ("auto", "fp8_e4m3"):
         server["kv_cache_dtype"] = "fp8_e4m3"  # open: trtllm_mla's KV dtypes (above)
-    if rng.random() < 0.2 and not decode.get("radix_cache"):  # on both roles (a PD recipe), or decode only
+    if rng.random() < 0.2:  # speculative decoding: on both roles (a PD recipe), or decode only
         spec = rng.choice(SPECULATIVE)
         for role in (decode, prefill) if rng.random() < 0.7 else (decode,):
             role["args"].update(spec)
