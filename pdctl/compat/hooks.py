@@ -10,7 +10,8 @@ every release: older ones were not read, and a false alarm there is better than 
 Decode's radix cache with speculative decoding: refused for every algorithm in 0.5.16-0.5.20
 (pd_disaggregation_hook.py), for all but DSPARK in 0.5.21-0.5.22, and in 0.5.23 (speculative_hook.py, on the
 final algorithm: NEXTN aliases EAGLE) for all but DSPARK, EAGLE, EAGLE3 — read off the wheels and checked
-against each release's own resolution.
+against each release's own resolution. HiSparse (hisparse_hook.py, 0.5.16-0.5.23) asserts a DSA model
+(config.json's `index_topk`), DeepSeek V4, or (since 0.5.21) MiniMax M3.
 """
 
 from __future__ import annotations
@@ -69,3 +70,17 @@ def speculative_decode_radix(ctx: Context) -> Outcome:
                 and str(algo).upper() not in _spec_allowed(ctx):
             return fired(f"decode: {messages.spec_decode_radix(str(algo))} ({ctx.version_words})")
     return passed("decode's radix cache without a speculative algorithm it excludes")
+
+
+HISPARSE_MINIMAX_SINCE = "0.5.21"
+
+
+def hisparse_model(ctx: Context) -> Outcome:
+    """--enable-hisparse runs on DSA models, DeepSeek V4 and (0.5.21+) MiniMax M3 only: SGLang asserts so."""
+    if not ctx.sglang or not any(r.get("enable_hisparse", False) for r in ctx.roles()):
+        return passed("HiSparse off")
+    mtype = str(ctx.spec.model_type or "")
+    minimax = ctx.since(HISPARSE_MINIMAX_SINCE)
+    if ctx.spec.dsa or mtype.startswith("deepseek_v4") or (minimax and mtype.startswith("minimax")):
+        return passed(f"HiSparse on a model it supports ({mtype or ctx.spec.name})")
+    return fired(f"{messages.hisparse_model(minimax)}(model_type {mtype or '?'}; {ctx.version_words})")

@@ -251,6 +251,13 @@ EPLB_NEEDS_EP = ("--enable-eplb needs an expert-parallel size above 1: SGLang as
                  "(AssertionError with no message).")
 
 
+def hisparse_model(minimax: bool) -> str:
+    """hisparse_hook.py's assert: MiniMax M3 joined in 0.5.21 (the words end with a space)."""
+    which = "(e.g., DeepSeek V3.2, GLM-5), DeepSeek V4, and MiniMax M3" if minimax else \
+        "(e.g., DeepSeek V3.2, GLM-5) and DeepSeek V4"
+    return f"--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models {which} now. "
+
+
 def spec_decode_radix(algorithm: str) -> str:
     """pd_disaggregation_hook.py (0.5.16-0.5.22), speculative_hook.py (0.5.23)."""
     return ("--disaggregation-decode-enable-radix-cache is incompatible with speculative decoding "

@@ -40,3 +40,14 @@ def test_speculative_decoding_with_decode_radix_by_release():
     assert spec("0.5.23", "EAGLE").ok and spec("0.5.23", "NEXTN").ok  # 0.5.23 allows the EAGLE family
     assert not spec("0.5.22", "EAGLE").ok and not spec("0.5.16", "EAGLE3").ok
     assert spec("0.5.22", "NGRAM", radix=False).ok
+
+
+def test_hisparse_needs_a_sparse_attention_model():
+    bad = verdict("hisparse-model", prefill={"args": {"enable-hisparse": True}})  # gpt-oss-120b
+    assert not bad.ok and messages.hisparse_model(True) in bad.message
+    old = verdict("hisparse-model", engine={"version": "0.5.20"}, prefill={"args": {"enable-hisparse": True}})
+    assert not old.ok and messages.hisparse_model(False) in old.message
+    dsa = verdict("hisparse-model", model={"preset": "deepseek-v3.2", "path": "deepseek-ai/DeepSeek-V3.2"},
+                  prefill={"args": {"enable-hisparse": True}})
+    assert dsa.ok
+    assert verdict("hisparse-model").ok

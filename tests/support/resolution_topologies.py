@@ -70,7 +70,7 @@ MLA = {"deepseek-v3"}
 # Flag sets of the resolution hooks PD recipes reach (DP attention, speculative decoding, HiCache / HiSparse,
 # MoE / EP, attention backends), drawn on top of the per-role sets below. Each is the args: of a role (or both).
 # Not drawn yet (false passes found and still open, docs/check-compat.md "Open"): NGRAM and EAGLE topk > 1 (their
-# page-size check reads the *resolved* attention backend), --enable-hisparse (SGLang's DSA-model test), trtllm_mla and
+# page-size check reads the *resolved* attention backend), trtllm_mla and
 # DeepSeek on Blackwell with a KV dtype trtllm_mla refuses (SGLang auto-selects trtllm_mla there).
 SPECULATIVE: list[dict[str, Any]] = [
     {"speculative-algorithm": "EAGLE", "speculative-num-steps": 3, "speculative-eagle-topk": 1,
@@ -86,6 +86,7 @@ HICACHE: list[dict[str, Any]] = [
      "hicache-io-backend": "direct"},
     {"enable-hierarchical-cache": True, "hicache-mem-layout": "layer_first", "hicache-io-backend": "kernel",
      "hicache-storage-backend": "file"},
+    {"enable-hisparse": True},
 ]
 MOE_EXTRAS: list[dict[str, Any]] = [
     {"moe-a2a-backend": "deepep"},
