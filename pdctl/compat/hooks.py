@@ -11,7 +11,10 @@ Decode's radix cache with speculative decoding: refused for every algorithm in 0
 (pd_disaggregation_hook.py), for all but DSPARK in 0.5.21-0.5.22, and in 0.5.23 (speculative_hook.py, on the
 final algorithm: NEXTN aliases EAGLE) for all but DSPARK, EAGLE, EAGLE3 — read off the wheels and checked
 against each release's own resolution. HiSparse (hisparse_hook.py, 0.5.16-0.5.23) asserts a DSA model
-(config.json's `index_topk`), DeepSeek V4, or (since 0.5.21) MiniMax M3.
+(config.json's `index_topk`), DeepSeek V4, or (since 0.5.21) MiniMax M3, and refuses it with decode's radix
+cache (pd_disaggregation_hook.py, every release). Pipeline parallelism with speculative
+decoding (validation: server_args.py, then validation_hook.py): refused for every algorithm on 0.5.16-0.5.20 (off
+NPU), for all but EAGLE (NEXTN is EAGLE by then; DSPARK on prefill) from 0.5.21.
 """
 
 from __future__ import annotations
@@ -84,3 +87,42 @@ def hisparse_model(ctx: Context) -> Outcome:
     if ctx.spec.dsa or mtype.startswith("deepseek_v4") or (minimax and mtype.startswith("minimax")):
         return passed(f"HiSparse on a model it supports ({mtype or ctx.spec.name})")
     return fired(f"{messages.hisparse_model(minimax)}(model_type {mtype or '?'}; {ctx.version_words})")
+
+
+def hisparse_decode_radix(ctx: Context) -> Outcome:
+    """HiSparse on decode with decode's radix cache: refused at start-up, whatever the model."""
+    if not ctx.sglang:
+        return passed(f"engine {ctx.topo.engine.kind}: no HiSparse")
+    bad = [r for r in ctx.roles() if r.name == "decode" and r.get("enable_hisparse", False)
+           and r.get("disaggregation_decode_enable_radix_cache", False)]
+    if bad:
+        return fired(f"decode: {messages.HISPARSE_DECODE_RADIX}")
+    return passed("no HiSparse with decode's radix cache")
+
+
+PP_EAGLE_SINCE = "0.5.21"
+
+
+def _pp_spec_refused(ctx: Context, role: EffectiveRole) -> str | None:
+    algo = role.get("speculative_algorithm")
+    if int(role.get("pp_size", 1) or 1) <= 1 or not algo:
+        return None
+    if not ctx.since(PP_EAGLE_SINCE):
+        return messages.PP_NO_SPECULATIVE
+    algo = str(algo).upper()
+    if algo in ("EAGLE", "NEXTN") and not role.get("enable_multi_layer_eagle", False):
+        return None
+    if algo == "DSPARK" and role.name == "prefill":
+        return None
+    return messages.PP_EAGLE_ONLY
+
+
+def pp_speculative(ctx: Context) -> Outcome:
+    """PP with speculative decoding: none before 0.5.21, then EAGLE (single-layer) only."""
+    if not ctx.sglang:
+        return passed(f"engine {ctx.topo.engine.kind}: no PP")
+    for role in ctx.roles():
+        said = _pp_spec_refused(ctx, role)
+        if said:
+            return fired(f"{role.name}: {said} ({ctx.version_words})")
+    return passed("no pipeline parallelism with a speculative algorithm the release refuses")

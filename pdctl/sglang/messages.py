@@ -257,6 +257,11 @@ def hisparse_model(minimax: bool) -> str:
         "(e.g., DeepSeek V3.2, GLM-5) and DeepSeek V4"
     return f"--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models {which} now. "
 
+HISPARSE_DECODE_RADIX = "--disaggregation-decode-enable-radix-cache is incompatible with --enable-hisparse"
+# PP with speculative decoding: server_args.py / validation_hook.py before 0.5.21, validation_hook.py since
+PP_NO_SPECULATIVE = "Pipeline parallelism is not compatible with overlap schedule, speculative decoding"
+PP_EAGLE_ONLY = "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding"
+
 
 def spec_decode_radix(algorithm: str) -> str:
     """pd_disaggregation_hook.py (0.5.16-0.5.22), speculative_hook.py (0.5.23)."""

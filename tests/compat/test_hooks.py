@@ -51,3 +51,20 @@ def test_hisparse_needs_a_sparse_attention_model():
                   prefill={"args": {"enable-hisparse": True}})
     assert dsa.ok
     assert verdict("hisparse-model").ok
+
+
+def test_pipeline_parallelism_with_speculative_decoding_by_release():
+    def pp(version: str, algo: str):
+        return verdict("pp-speculative", engine={"version": version},
+                       prefill={"tp": 2, "pp": 2, "args": {"speculative-algorithm": algo}},
+                       decode={"args": {"speculative-algorithm": algo}})
+
+    assert messages.PP_EAGLE_ONLY in pp("0.5.23", "EAGLE3").message and not pp("0.5.23", "EAGLE3").ok
+    assert pp("0.5.23", "EAGLE").ok and pp("0.5.21", "NEXTN").ok
+    assert not pp("0.5.20", "EAGLE").ok and messages.PP_NO_SPECULATIVE in pp("0.5.16", "EAGLE").message
+
+
+def test_hisparse_on_decode_refuses_decode_radix():
+    bad = verdict("hisparse-decode-radix", decode={"radix_cache": True, "args": {"enable-hisparse": True}})
+    assert not bad.ok and messages.HISPARSE_DECODE_RADIX in bad.message
+    assert verdict("hisparse-decode-radix", decode={"args": {"enable-hisparse": True}}).ok
