@@ -24,7 +24,9 @@ REFERENCE = ROOT / "configs" / "local-cpu-reference.yaml"
 COLOCATED_RULES = {"heads-divisible", "mxfp8-gpu", "attention-backend-gpu", "placement", "bootstrap-port",
                    "flags-parse", "flags-deprecated", "reference-ignores-args", "args-override", "kv-layout-platform",
                    # field incidents about one server: its KV pool at model load, DP attention's MoE combine
-                   "kv-capacity", "dp-attention-corruption"}
+                   "kv-capacity", "dp-attention-corruption",
+                   # start-up refusals of one server's resolution (pdctl/compat/hooks.py): not about the PD pair
+                   "hicache-radix", "eplb-ep-size", "hisparse-model", "pp-speculative"}
 
 
 def errors(topo, spec) -> set[str]:
