@@ -37,7 +37,7 @@ sglang-env: $(SGLANG_STAMP)
 SGLANG_ORACLE_RELEASES := 0.5.0rc2 0.5.5.post2 0.5.8 0.5.8.post1 0.5.12
 # Older releases whose start-up argument resolution tests/sglang/test_resolution.py runs
 # (tests/support/sglang_env.py::RESOLUTION_RELEASES besides 0.5.23; ~2 min and ~200 MB each, once).
-SGLANG_RESOLUTION_RELEASES := 0.5.22 0.5.21 0.5.20 0.5.19
+SGLANG_RESOLUTION_RELEASES := 0.5.22 0.5.21 0.5.20 0.5.19 0.5.18 0.5.17 0.5.16
 sglang-overlays: install sglang-env
 	$(BIN)/python scripts/sglang-flags/generate.py --overlays-only $(SGLANG_ORACLE_RELEASES) $(SGLANG_RESOLUTION_RELEASES)
 

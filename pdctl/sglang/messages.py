@@ -293,6 +293,32 @@ def spec_decode_only_dp_attention(model: str, algorithm: object, attn_dp: int, v
 # -- decode KV offload (arg_groups/kv_cache_hook.py, start-up resolution) ----------------------------------
 OFFLOAD_KVCACHE_NEEDS_STORAGE = ("The argument disaggregation-decode-enable-offload-kvcache is only supported when "
                                  "hicache-storage-backend is provided.")
+# arg_groups/kv_cache_hook.py (server_args.py before 0.5.19), every release 0.5.16-0.5.23
+HICACHE_NEEDS_RADIX = ("The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive "
+                       "and cannot be used at the same time. Please use only one of them.")
+# arg_groups/parallel_hook.py: `assert ep_size > 1` (a bare assert: SGLang's AssertionError has no words)
+EPLB_NEEDS_EP = ("--enable-eplb needs an expert-parallel size above 1: SGLang asserts ep_size > 1 at start-up "
+                 "(AssertionError with no message).")
+
+
+def hisparse_model(minimax: bool) -> str:
+    """hisparse_hook.py's assert: MiniMax M3 joined in 0.5.21 (the words end with a space)."""
+    which = "(e.g., DeepSeek V3.2, GLM-5), DeepSeek V4, and MiniMax M3" if minimax else \
+        "(e.g., DeepSeek V3.2, GLM-5) and DeepSeek V4"
+    return f"--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models {which} now. "
+
+HISPARSE_DECODE_RADIX = "--disaggregation-decode-enable-radix-cache is incompatible with --enable-hisparse"
+# PP with speculative decoding: server_args.py / validation_hook.py before 0.5.21, validation_hook.py since
+PP_NO_SPECULATIVE = "Pipeline parallelism is not compatible with overlap schedule, speculative decoding"
+PP_EAGLE_ONLY = "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding"
+
+
+def spec_decode_radix(algorithm: str) -> str:
+    """pd_disaggregation_hook.py (0.5.16-0.5.22), speculative_hook.py (0.5.23)."""
+    return ("--disaggregation-decode-enable-radix-cache is incompatible with speculative decoding "
+            f"(--speculative-algorithm {algorithm})")
+
+
 OFFLOAD_KVCACHE_HOST_POOL = ("The arguments disaggregation-decode-enable-offload-kvcache and "
                              "disaggregation-decode-retraction-backup=host_pool are mutually exclusive: "
                              "both build a decode host pool.")

@@ -25,7 +25,9 @@ COLOCATED_RULES = {"heads-divisible", "mxfp8-gpu", "attention-backend-gpu", "pla
                    "flags-parse", "flags-deprecated", "reference-ignores-args", "args-override", "kv-layout-platform",
                    "dsa-page-size",  # SGLang's argument resolution sets a DSA model's page size, PD or not
                    # field incidents about one server: its KV pool at model load, DP attention's MoE combine
-                   "kv-capacity", "dp-attention-corruption"}
+                   "kv-capacity", "dp-attention-corruption",
+                   # start-up refusals of one server's resolution (pdctl/compat/hooks.py): not about the PD pair
+                   "hicache-radix", "eplb-ep-size", "hisparse-model", "pp-speculative"}
 
 
 def errors(topo, spec) -> set[str]:

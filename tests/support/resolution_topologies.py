@@ -1,8 +1,9 @@
 """A seeded generator of realistic PD topologies for the start-up differential (tests/sglang/test_resolution.py).
 
-Each draw is a real pdctl topology (models x GPUs x transfer backends x the flags users set in PD: parallelism,
-DP attention, page size, KV dtype, chunked prefill, memory fraction, CUDA-graph settings, radix and offload on
-decode, HiCache, retraction backup), rendered by pdctl; the per-role command lines of that deployment are what
+Each draw is a real pdctl topology (models: dense GQA, MoE, MLA x GPUs x transfer backends x the flags users set
+in PD: TP, PP, DP attention, MoE / EP backends, speculative decoding, page size, KV dtype and layout, attention
+backends, chunked prefill, memory fraction, CUDA-graph settings, radix and offload on decode, HiCache /
+HiSparse, retraction backup), rendered by pdctl; the per-role command lines of that deployment are what
 SGLang's own resolution judges. Models are given by a real config.json written to a directory (the model's
 published architecture fields), so SGLang's ModelConfig reads the same file pdctl reads.
 """
@@ -22,6 +23,9 @@ from pdctl.topology import build_topology
 # The GPUs pdctl knows: compute capability (nvidia-smi's compute_cap) and memory (pdctl.sglang.memory).
 GPUS: dict[str, tuple[int, int]] = {"h100": (9, 0), "h200": (9, 0), "b200": (10, 0), "gb200": (10, 0),
                                     "gb300": (10, 3)}
+# nvidia-smi's names (torch.cuda.get_device_name): SGLang reads the MNNVL fabric (GB200/GB300) off them.
+GPU_NAMES = {"h100": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200", "b200": "NVIDIA B200", "gb200": "NVIDIA GB200",
+             "gb300": "NVIDIA GB300"}
 GPUS_PER_NODE = {"h100": 8, "h200": 8, "b200": 8, "gb200": 4, "gb300": 4}
 
 # Published config.json fields (meta-llama/Llama-3.1-8B-Instruct, Qwen/Qwen3-32B).
@@ -36,7 +40,63 @@ MODELS: dict[str, dict[str, Any]] = {
                   "num_hidden_layers": 64, "vocab_size": 151936, "max_position_embeddings": 40960,
                   "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "torch_dtype": "bfloat16", "head_dim": 128,
                   "hidden_act": "silu", "tie_word_embeddings": False},
+    # Qwen/Qwen3-30B-A3B (MoE: 128 experts, 8 per token)
+    "qwen3-30b-a3b": {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
+                      "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128,
+                      "num_experts_per_tok": 8, "norm_topk_prob": True, "decoder_sparse_step": 1,
+                      "mlp_only_layers": [], "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+                      "num_hidden_layers": 48, "vocab_size": 151936, "max_position_embeddings": 40960,
+                      "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "torch_dtype": "bfloat16",
+                      "hidden_act": "silu", "tie_word_embeddings": False},
+    # deepseek-ai/DeepSeek-V3 (MLA, 256 routed experts, FP8 block-quantized weights; pdctl's deepseek-v3 preset)
+    "deepseek-v3": {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 7168,
+                    "intermediate_size": 18432, "moe_intermediate_size": 2048, "n_routed_experts": 256,
+                    "n_shared_experts": 1, "num_experts_per_tok": 8, "n_group": 8, "topk_group": 4,
+                    "first_k_dense_replace": 3, "moe_layer_freq": 1, "routed_scaling_factor": 2.5,
+                    "scoring_func": "sigmoid", "topk_method": "noaux_tc", "norm_topk_prob": True,
+                    "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+                    "v_head_dim": 128, "num_attention_heads": 128, "num_key_value_heads": 128,
+                    "num_hidden_layers": 61, "num_nextn_predict_layers": 1, "vocab_size": 129280,
+                    "max_position_embeddings": 163840, "rms_norm_eps": 1e-6, "rope_theta": 10000,
+                    "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096,
+                                     "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
+                    "torch_dtype": "bfloat16", "hidden_act": "silu", "tie_word_embeddings": False,
+                    "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                            "weight_block_size": [128, 128]}},
 }
+MOE = {"qwen3-30b-a3b", "deepseek-v3"}
+MLA = {"deepseek-v3"}
+
+# Flag sets of the resolution hooks PD recipes reach (DP attention, speculative decoding, HiCache / HiSparse,
+# MoE / EP, attention backends), drawn on top of the per-role sets below. Each is the args: of a role (or both).
+# Not drawn yet (false passes found and still open, docs/check-compat.md "Open"): NGRAM and EAGLE topk > 1 (their
+# page-size check reads the *resolved* attention backend), trtllm_mla and
+# DeepSeek on Blackwell with a KV dtype trtllm_mla refuses (SGLang auto-selects trtllm_mla there).
+SPECULATIVE: list[dict[str, Any]] = [
+    {"speculative-algorithm": "EAGLE", "speculative-num-steps": 3, "speculative-eagle-topk": 1,
+     "speculative-num-draft-tokens": 4},
+    {"speculative-algorithm": "EAGLE3", "speculative-num-steps": 2, "speculative-eagle-topk": 1,
+     "speculative-num-draft-tokens": 3},
+    {"speculative-algorithm": "NEXTN", "speculative-num-steps": 1, "speculative-eagle-topk": 1,
+     "speculative-num-draft-tokens": 2},
+]
+HICACHE: list[dict[str, Any]] = [
+    {"enable-hierarchical-cache": True},
+    {"enable-hierarchical-cache": True, "hicache-ratio": 2, "hicache-mem-layout": "page_first",
+     "hicache-io-backend": "direct"},
+    {"enable-hierarchical-cache": True, "hicache-mem-layout": "layer_first", "hicache-io-backend": "kernel",
+     "hicache-storage-backend": "file"},
+    {"enable-hisparse": True},
+]
+MOE_EXTRAS: list[dict[str, Any]] = [
+    {"moe-a2a-backend": "deepep"},
+    {"moe-a2a-backend": "deepep", "deepep-mode": "low_latency"},
+    {"moe-a2a-backend": "deepep", "deepep-mode": "normal"},
+    {"enable-eplb": True},
+    {"moe-runner-backend": "flashinfer_trtllm"},
+    {"moe-runner-backend": "triton"},
+]
+ATTENTION_BACKENDS = ["fa3", "flashinfer", "triton", "fa4", "trtllm_mha", "flashmla", "cutlass_mla"]
 
 # Decode-side flag sets users write in PD recipes (args: of the decode role).
 DECODE_EXTRAS: list[dict[str, Any]] = [
@@ -79,6 +139,7 @@ def draw(rng: random.Random, models: dict[str, Path], version: str) -> dict[str,
     decode: dict[str, Any] = {"nodes": ["d0"], "tp": rng.choice(tps), "args": dict(rng.choice(DECODE_EXTRAS))}
     if rng.random() < 0.2:
         decode["radix_cache"] = True
+    widen(rng, model, server, prefill, decode, per_node)
     return {
         "name": f"gen-{model.replace('.', '-')}-{gpu}",
         "engine": {"kind": "sglang", "version": version},
@@ -90,22 +151,52 @@ def draw(rng: random.Random, models: dict[str, Path], version: str) -> dict[str,
     }
 
 
+def widen(rng: random.Random, model: str, server: dict[str, Any], prefill: dict[str, Any], decode: dict[str, Any],
+          per_node: int) -> None:
+    """The PD-relevant hooks beyond the base draw: DP attention, PP, speculative decoding, HiCache / HiSparse,
+    MoE / EP, attention backends, the KV layout. Each with a modest probability, so most draws stay plain."""
+    for role in (prefill, decode):
+        if rng.random() < 0.2 and role["tp"] > 1:
+            role["enable_dp_attention"] = True
+            role["dp"] = rng.choice([role["tp"], 2])
+        if rng.random() < 0.1 and role["tp"] * 2 <= per_node:
+            role["pp"] = 2
+        if model in MOE and rng.random() < 0.3:
+            role["args"].update(rng.choice(MOE_EXTRAS))
+            if rng.random() < 0.5:
+                role["args"]["ep-size"] = role["tp"]
+    if model in MLA and server["kv_cache_dtype"] not in ("auto", "fp8_e4m3"):
+        server["kv_cache_dtype"] = "fp8_e4m3"  # open: trtllm_mla's KV dtypes (above)
+    if rng.random() < 0.2:  # speculative decoding: on both roles (a PD recipe), or decode only
+        spec = rng.choice(SPECULATIVE)
+        for role in (decode, prefill) if rng.random() < 0.7 else (decode,):
+            role["args"].update(spec)
+    if rng.random() < 0.2:
+        rng.choice((prefill, decode))["args"].update(rng.choice(HICACHE))
+    if rng.random() < 0.15:
+        server["attention_backend"] = rng.choice(ATTENTION_BACKENDS)
+    if rng.random() < 0.05:
+        server["kv_layout"] = "hnd"
+
+
 def gpu_facts(kind: str) -> dict[str, Any]:
     """What the oracle supplies in place of probing the device."""
-    return {"capability": list(GPUS[kind]), "count": GPUS_PER_NODE[kind], "memory_mib": GPU_MEMORY_MIB[kind]}
+    return {"capability": list(GPUS[kind]), "count": GPUS_PER_NODE[kind], "memory_mib": GPU_MEMORY_MIB[kind],
+            "name": GPU_NAMES[kind]}
 
 
 def generate(seed: int, n: int, models: dict[str, Path], version: str) -> list[dict[str, Any]]:
-    """N drawn topologies, rendered: [{doc, deployment, spec, gpu, roles: {role: argv}}]."""
+    """N drawn topologies, rendered: [{doc, deployment, spec, gpu, roles: {role: argv}, env: {role: SGLANG_*}}]."""
     rng = random.Random(seed)
     out = []
     for _ in range(n):
         doc = draw(rng, models, version)
         topo = build_topology(doc, source="<generated>")
         deployment = render(topo)
-        roles = {w.role: w.argv for w in deployment.workers if w.node_rank == 0}
+        heads = [w for w in deployment.workers if w.node_rank == 0]
         out.append({"doc": doc, "deployment": deployment, "spec": resolve_model_spec(topo.model),
-                    "gpu": gpu_facts(doc["nodes"][0]["gpu"]), "roles": roles})
+                    "gpu": gpu_facts(doc["nodes"][0]["gpu"]), "roles": {w.role: w.argv for w in heads},
+                    "env": {w.role: {k: v for k, v in w.env.items() if k.startswith("SGLANG_")} for w in heads}})
     return out
 
 

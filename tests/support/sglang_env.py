@@ -23,8 +23,9 @@ OVERLAYS_VAR = "PDCTL_SGLANG_OVERLAYS"
 # oldest table, the post-releases srt-slurm recipes run, and one from the middle.
 ORACLE_RELEASES = ("0.5.0rc2", "0.5.5.post2", "0.5.8", "0.5.8.post1", "0.5.12")
 # The releases whose start-up argument resolution tests/sglang/test_resolution.py runs (their overlays: the
-# Makefile's SGLANG_RESOLUTION_RELEASES): the newest first; each has runtime_context.override_platform (0.5.16-0.5.18 do not: not covered yet).
-RESOLUTION_RELEASES = ("0.5.23", "0.5.22", "0.5.21", "0.5.20", "0.5.19")
+# Makefile's SGLANG_RESOLUTION_RELEASES): the newest first (0.5.16-0.5.18 predate override_platform: the oracle
+# stands in at the device probes themselves, tests/support/sglang_resolution_oracle.py::_LegacyDevice).
+RESOLUTION_RELEASES = ("0.5.23", "0.5.22", "0.5.21", "0.5.20", "0.5.19", "0.5.18", "0.5.17", "0.5.16")
 
 
 def sglang_python() -> str | None:

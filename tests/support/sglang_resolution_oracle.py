@@ -3,7 +3,7 @@ or an older release's overlay first on PYTHONPATH).
 
     PDCTL_SGLANG_PYTHON tests/support/sglang_resolution_oracle.py   (tests/sglang/test_resolution.py starts it)
 
-One request per line: {"op": "resolve", "cases": [{"argv": [...], "gpu": {...}}]}. For each case it does what
+One request per line: {"op": "resolve", "cases": [{"argv": [...], "gpu": {...}, "env": {SGLANG_*: ...}}]}. For each case it does what
 `launch_server` does before it touches a device: `prepare_server_args(argv)` (the release's parser and
 ServerArgs), `resolve_once()` (every resolution hook under sglang/srt/arg_groups/) and `check_server_args()`,
 and answers {"verdict": "starts"} or {"verdict": "refuses", "error": "Type: message", "site": "file:line"}.
@@ -16,23 +16,44 @@ device (read off 0.5.23's arg_groups/):
   compute capability; `torch.cuda.is_available` / `device_count` -> True / the node's GPU count;
 - `get_device_memory_capacity` as memory_hook and kv_shard_hook imported it -> the GPU's memory in MiB.
 These return exactly what the probes return on that GPU (the values are nvidia-smi's, pdctl.sglang.memory).
+
+Releases before 0.5.19 (0.5.16-0.5.18) have no `override_platform`: their resolution is `ServerArgs.__post_init__`
+in server_args.py (plus a few arg_groups/ hooks) and it asks the device only through torch and
+`sglang.srt.utils.common` (read off the three wheels: every probe there is `torch.cuda.is_available /
+get_device_capability / get_device_name / device_count`, `torch.version.cuda`, or nvidia-smi's memory query).
+`_LegacyDevice` stands in one level lower, at those sources: torch.cuda's four probes (the GPU's capability,
+its nvidia-smi name, its count; the name tells GB200/GB300's MNNVL fabric), `torch.version.cuda` = "12.9" (the CUDA of SGLang's images for these
+releases; every check reads it as ">= 12.3" or ">= 12.8", which 12.8-13.x all pass),
+`utils.common.get_nvgpu_memory_capacity` (the nvidia-smi query) -> the GPU's memory, and
+`sglang.srt.platforms`' resolved platform -> `CudaSRTPlatform()` (what `_resolve_platform` picks with CUDA
+available and no plugin). SGLang's own `is_cuda`, `is_sm90_supported`, `is_sm100_supported`,
+`is_blackwell_supported`, `get_device_sm`, `is_mnnvl_fabric_device`, `get_device_memory_capacity` then run
+unmodified on those facts; their `lru_cache`s are cleared on entry and exit so no CPU answer memoized at
+import (or another GPU's) leaks in or out.
 This file must run without pdctl (it is not on the side venv's path).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
+import importlib.util
+import io
+import os
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from sglang.srt import server_args as sa_mod
 from sglang_parser_oracle import serve  # the parser worker beside this file
 
-try:  # 0.5.20+: SGLang's own platform override, and the facts this release knows
+try:  # 0.5.19+: SGLang's own platform override, and the facts this release knows
     from sglang.srt import runtime_context
     from sglang.srt.runtime_context import override_platform
     KNOWN = set(runtime_context._PLATFORM_PROBES) | set(runtime_context._PLATFORM_VALUES)
-except (ImportError, AttributeError):  # pragma: no cover - older releases
+except (ImportError, AttributeError):  # 0.5.16-0.5.18: _LegacyDevice below
     override_platform = None
 
 # The modules that imported get_device_memory_capacity (kv_shard_hook since 0.5.22; qwen3_vl's override).
@@ -63,8 +84,6 @@ class _Device:
         setattr(obj, name, value)
 
     def __enter__(self) -> None:
-        import importlib.util
-
         cap = tuple(self.gpu["capability"])
         self._set(torch.cuda, "get_device_capability", lambda *_a, **_k: cap)
         self._set(torch.cuda, "is_available", lambda: True)
@@ -85,6 +104,53 @@ class _Device:
         self.saved.clear()
 
 
+CUDA_VERSION = "12.9"
+# Imported before the stand-in, with this machine's facts: the resolution reads the model's config through
+# ModelConfig, whose import pulls in the quantization kernels' modules, which import CUDA kernels (sgl_kernel) at
+# import time when is_cuda(). Which kernels a module binds is not argument resolution; ModelConfig's fields are
+# the config.json's either way.
+PREIMPORTED = ("sglang.srt.configs.model_config",)
+
+
+class _LegacyDevice(_Device):
+    """0.5.16-0.5.18: the GPU's facts at torch's probes, nvidia-smi's memory query and the resolved platform."""
+
+    def _clear_caches(self) -> None:
+        from sglang.srt.utils import common
+
+        for value in vars(common).values():
+            if isinstance(value, functools._lru_cache_wrapper):  # the memoized probes (is_cuda, is_sm100_supported...)
+                value.cache_clear()
+
+    def __enter__(self) -> None:
+        for name in PREIMPORTED:
+            importlib.import_module(name)
+        from sglang.srt import platforms
+        from sglang.srt.platforms.cuda import CudaSRTPlatform
+        from sglang.srt.utils import common
+
+        cap = tuple(self.gpu["capability"])
+        name = self.gpu["name"]  # nvidia-smi's; is_mnnvl_fabric_device reads GB200 / GB300 in it
+        self._set(torch.cuda, "is_available", lambda: True)
+        self._set(torch.cuda, "device_count", lambda: int(self.gpu["count"]))
+        self._set(torch.cuda, "get_device_capability", lambda *_a, **_k: cap)
+        self._set(torch.cuda, "get_device_name", lambda *_a, **_k: name)
+        self._set(torch.version, "cuda", CUDA_VERSION)
+        self._set(common, "get_nvgpu_memory_capacity", lambda *_a, **_k: float(self.gpu["memory_mib"]))
+        platform = CudaSRTPlatform()
+        self._set(platforms, "_current_platform", platform)
+        for module in (sa_mod, common):
+            if "current_platform" in vars(module):
+                self._set(module, "current_platform", platform)
+        self._clear_caches()
+
+    def __exit__(self, *_exc: object) -> None:
+        for obj, name, value in reversed(self.saved):
+            setattr(obj, name, value)
+        self.saved.clear()
+        self._clear_caches()
+
+
 def _site(exc: BaseException) -> str:
     """Where SGLang raised: the innermost frame inside sglang/srt (file relative to sglang/, line)."""
     site = ""
@@ -94,17 +160,35 @@ def _site(exc: BaseException) -> str:
     return site
 
 
+@contextlib.contextmanager
+def _environ(env: dict[str, str]) -> Iterator[None]:
+    """The process's SGLANG_* environment as pdctl renders it (e.g. SGLANG_USE_HND_KVCACHE), restored after."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def op_resolve(case: dict[str, Any]) -> dict[str, Any]:
     """SGLang's verdict on one command line on one GPU: starts, or refuses with its message and raise site."""
-    if override_platform is None:
-        return {"verdict": "unsupported", "error": "this release has no runtime_context.override_platform"}
-    with _Device(case["gpu"]):  # outside the try: a stand-in failing is the oracle's error, not a verdict
+    device = _Device if override_platform is not None else _LegacyDevice
+    with _environ(case.get("env", {})), device(case["gpu"]):  # outside the try: a stand-in failing is the oracle's error, not a verdict
+        said = io.StringIO()
         try:
-            args = sa_mod.prepare_server_args(list(case["argv"]))
-            args.resolve_once()
+            with contextlib.redirect_stderr(said):  # argparse's own words go to stderr
+                args = sa_mod.prepare_server_args(list(case["argv"]))  # before 0.5.19 this runs the resolution
+            if hasattr(args, "resolve_once"):
+                args.resolve_once()
             args.check_server_args()
         except SystemExit as exc:  # argparse refusing a value
-            return {"verdict": "refuses", "error": f"SystemExit: {exc}", "site": "argparse"}
+            words = (said.getvalue().strip().splitlines() or [f"exit {exc}"])[-1]  # "sglang serve: error: ..."
+            return {"verdict": "refuses", "error": f"SystemExit: {words}", "site": "argparse"}
         except Exception as exc:  # noqa: BLE001 - every refusal is the answer
             return {"verdict": "refuses", "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:400],
                     "site": _site(exc)}
