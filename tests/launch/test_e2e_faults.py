@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.launch_e2e import pdctl, wait_state
+from tests.support.launch_e2e import pdctl, record, resume_and_down, run_records, wait_state
 from tests.support.launch_samples import local_cpu
 from tests.support.net import wait_for
 from tests.support.orphans import assert_no_orphans, group_pids, live_pids
@@ -46,25 +46,7 @@ def dep(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
         assert done.returncode == 0, done.stderr
         yield {"tmp": tmp, "run_dir": run_dir, "topology": topo}
     finally:
-        for record in _records(run_dir):  # a failed case must not leave a stopped process behind
-            try:
-                os.killpg(int(record["pgid"]), signal.SIGCONT)
-            except (OSError, TypeError, ValueError):
-                pass
-        if (run_dir / "state.json").exists():
-            pdctl("down", "--run-dir", str(run_dir), cwd=tmp, timeout=120)
-
-
-def _records(run_dir: Path) -> list[dict]:
-    try:
-        state = json.loads((run_dir / "state.json").read_text())
-    except (OSError, ValueError):
-        return []
-    return [r for r in [*state["processes"], state.get("router") or {}] if r.get("pid")]
-
-
-def record(dep: dict, name: str) -> dict:
-    return next(r for r in _records(dep["run_dir"]) if r["name"] == name)
+        resume_and_down(run_dir, tmp)
 
 
 def lines(path: Path) -> list[dict]:
@@ -321,7 +303,7 @@ def test_a_port_collision_at_launch_leaves_the_running_deployment_untouched(dep:
                  "60", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert f"port {taken} on 127.0.0.1 is already in use" in " ".join(done.stderr.split())
-    assert not _records(tmp_path / "run")
+    assert not run_records(tmp_path / "run")
     assert status(dep)[0] == 0 and serves(dep)
 
 
@@ -351,7 +333,7 @@ def test_down_from_another_shell_during_eval_stops_the_eval_cleanly(dep: dict) -
 
 def test_no_socket_left_listening_on_the_module_ports(dep: dict) -> None:
     """After down: every port of the module's deployment is free again (nothing orphaned holds one)."""
-    for r in _records(dep["run_dir"]):
+    for r in run_records(dep["run_dir"]):
         if r.get("url"):
             port = int(r["url"].rsplit(":", 1)[1])
             with socket.socket() as probe:
@@ -366,7 +348,7 @@ def test_state_json_deleted_while_running_down_still_stops_everything(tmp_path: 
     run_dir = tmp_path / "run"
     done = pdctl("launch", str(topo), "--detach", "--skip-preflight", "--run-dir", str(run_dir), "--timeout", "180",
                  cwd=tmp_path, timeout=400)
-    records = _records(run_dir)
+    records = run_records(run_dir)
     try:
         assert done.returncode == 0, done.stderr
         assert len(records) == 3
