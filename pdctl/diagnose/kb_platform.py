@@ -43,7 +43,7 @@ SIGNATURES = (
         "OOM killer, a user or the scheduler) or exited without a word; pdctl cannot read its exit code (it was "
         "not this pdctl process's child)",
         "`dmesg | grep -i killed` on its node for the OOM killer; `pdctl restart ROLE:N`",
-        "pdctl (the executor: the process is gone, no exit status)"),
+        "pdctl (the executor: the process is gone, no exit status)", unexplained_only=True),
     Signature(
         "stopped", "process", r"is stopped \(state T\)",
         "the process is stopped (SIGSTOP, a debugger, or Ctrl-Z): its peers time out waiting for it",
