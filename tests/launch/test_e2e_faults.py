@@ -62,10 +62,10 @@ def eval_cmd(dep: dict, results: Path, n: int = 50) -> list[str]:
             "32", "--parallel", "2", "--results", str(results), "--deadline", str(DEADLINE_S)]
 
 
-def under_way(dep: dict, results: Path) -> subprocess.Popen:
-    """An eval of 50 questions that has answered two."""
-    proc = subprocess.Popen(eval_cmd(dep, results), cwd=dep["tmp"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+def under_way(dep: dict, results: Path, *flags: str) -> subprocess.Popen:
+    """An eval of 50 questions (FLAGS added) that has answered two."""
+    proc = subprocess.Popen([*eval_cmd(dep, results), *flags], cwd=dep["tmp"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     wait_for(lambda: len(lines(results)) >= 2 or proc.poll() is not None, timeout=300, what="two answers")
     assert proc.poll() is None, proc.communicate()
     return proc
@@ -118,13 +118,20 @@ def test_a_stopped_process_during_eval_is_named_hung_and_the_deployment_heals_af
     dep: dict, name: str, who: str
 ) -> None:
     results = dep["tmp"] / f"stopped-{name}.jsonl"
+    document = dep["tmp"] / f"stopped-{name}.json"
     stopped = record(dep, name)
-    proc = under_way(dep, results)
+    proc = under_way(dep, results, "--json", str(document))
     os.kill(stopped["pid"], signal.SIGSTOP)
     try:
         code, flat, err = finish(proc)
         assert code == 1, flat
         assert f"{who} ({name}, node local, pid {stopped['pid']}) is hung" in flat, flat
+        # the message and the JSON end with the diagnosis (issue 38): the stopped process is the root cause
+        assert f"diagnosis (root cause first): 1. {name}: stopped (process)" in flat, flat
+        doc = json.loads(document.read_text())
+        assert doc["ok"] is False and doc["diagnosis"]["failed"] is True, doc
+        assert (doc["diagnosis"]["findings"][0]["process"], doc["diagnosis"]["findings"][0]["signature"]) == \
+            (name, "stopped"), doc["diagnosis"]
         assert "process state T (stopped)" in flat and f"--- last lines of {stopped['log']} ---" in err
         assert "stopped at its deadline" not in flat  # named by the watchdog, before the deadline
         kept = lines(results)
@@ -225,6 +232,7 @@ def test_a_stopped_decode_during_bench_serve_is_named(dep: dict, sglang_python: 
                    "bench serve's first request")
     flat = named_hung(proc, record(dep, "decode-0"), "decode:0")
     assert "bench serve stopped" in flat and "Traceback" not in flat
+    assert "diagnosis (root cause first): 1. decode-0: stopped (process)" in flat, flat  # issue 38
     healed(dep)
 
 
