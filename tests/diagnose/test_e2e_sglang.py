@@ -1,18 +1,33 @@
-"""Real `sglang.launch_server` failures (SGLang 0.5.23 in the side venv) read by diagnose: a misspelled flag and
-a model path that does not exist. The server's own output is the log; its exit is pdctl's status line."""
+"""`pdctl diagnose` on real failures of SGLang 0.5.23's own server (the side venv, on this machine's CPUs):
+
+- `sglang.launch_server` run directly: a misspelled flag, a model path that does not exist (the server's own
+  output is the log; its exit is pdctl's status line);
+- `pdctl launch` of SGLang's real servers (configs/local-cpu-sglang.yaml's shape) that fail at start-up: an
+  invalid flag value SGLang's parser refuses, and a port SGLang binds (torch.distributed's store on
+  `--nccl-port`) taken by another process: pdctl's own port check knows only the HTTP and bootstrap ports;
+
+Real servers cost 17-45 s each to start here: the launches that fail share one tiny model and fail before any
+model is loaded (both roles carry the fault)."""
 
 from __future__ import annotations
 
+import json
+import socket
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pdctl.diagnose.explain import ProcessLog, explain
 from pdctl.diagnose.kb_platform import EXIT_LINE
+from pdctl.sglang_cpu.sidevenv import init_model
+from tests.support.launch_e2e import pdctl
+from tests.support.net import free_port
+from tests.support.orphans import assert_no_orphans
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.e2e
-
 
 @pytest.mark.parametrize(("args", "signature"), [
     (["--model-path", "/nonexistent/model", "--mem-fracton-static", "0.5"], "sglang-bad-flag"),
@@ -31,3 +46,74 @@ def test_a_real_sglang_server_failure_is_diagnosed(tmp_path: Path, sglang_python
     assert found.failed and found.root is not None
     assert found.root.what == signature, (found.summary(), log.read_text()[-2000:])
     assert found.root.signature.fix and "no known cause" not in found.summary()
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory, sglang_python: str) -> str:
+    """A tiny Llama (random weights, offline tokenizer) every launch of the module serves."""
+    return init_model(str(tmp_path_factory.mktemp("sglang-model") / "tiny-llama"), "llama", 0)["path"]
+
+
+def topology(tmp: Path, model: str, **sections: dict) -> Path:
+    """configs/local-cpu-sglang.yaml on MODEL with reserved free ports (the shipped ones sit in the kernel's
+    ephemeral range), SECTIONS' keys merged in."""
+    doc = yaml.safe_load((REPO / "configs" / "local-cpu-sglang.yaml").read_text())
+    doc["model"]["path"] = model
+    doc["transfer"]["bootstrap_port"] = free_port()
+    for section in ("prefill", "decode", "router"):
+        doc[section]["port"] = free_port()
+    for section, keys in sections.items():
+        if isinstance(doc.get(section), list):
+            doc[section] = [{**item, **keys} for item in doc[section]]
+        else:
+            doc[section] = {**doc.get(section, {}), **keys}
+    path = tmp / "topology.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def failed_launch(tmp: Path, topo: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    """`pdctl launch TOPO --skip-compat --json -` that must fail: its result and `pdctl diagnose`'s JSON after it
+    (read from the logs); nothing of the run is left."""
+    run_dir = tmp / "run"
+    done = pdctl("launch", str(topo), "--detach", "--skip-preflight", "--skip-compat", "--run-dir", str(run_dir),
+                 "--timeout", "300", "--json", "-", cwd=tmp, timeout=600)
+    try:
+        assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+        again = pdctl("diagnose", "--run-dir", str(run_dir), "--json", "-", cwd=tmp)
+        assert again.returncode == 1, again.stdout + again.stderr
+        return done, json.loads(again.stdout)
+    finally:
+        assert_no_orphans(run_dir)
+
+
+def assert_ends_with(done: subprocess.CompletedProcess, after: dict, signature: str) -> dict:
+    """Launch's message and JSON end with the diagnosis whose root cause is SIGNATURE, as `pdctl diagnose` says
+    afterwards; every finding is that signature (both roles carry the fault) or nothing known: the root finding."""
+    assert "diagnosis (root cause first)" in done.stderr and f": {signature} (" in done.stderr, done.stderr[-3000:]
+    during = json.loads(done.stdout)["diagnosis"]["findings"]
+    assert during[0]["signature"] == signature, during
+    assert after["findings"][0]["signature"] == signature, after
+    assert {f["signature"] for f in during + after["findings"]} == {signature}, (during, after)
+    return after["findings"][0]
+
+
+def test_an_invalid_flag_value_at_launch_is_sglangs_parser(tmp_path: Path, model: str) -> None:
+    topo = topology(tmp_path, model, server={"args": {"schedule-policy": "fastest"}})
+    done, after = failed_launch(tmp_path, topo)
+    root = assert_ends_with(done, after, "sglang-bad-flag")
+    assert "argument --schedule-policy: invalid choice: 'fastest'" in root["line"], root
+    assert "server.args" in root["fix"] and root["component"] == "SGLang server"
+
+
+def test_a_port_sglang_binds_taken_at_launch_is_address_in_use(tmp_path: Path, model: str) -> None:
+    with socket.socket() as squatter:  # another process's listener on the port SGLang's torch.distributed binds
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("", free_port()))
+        squatter.listen(1)
+        port = squatter.getsockname()[1]
+        topo = topology(tmp_path, model, server={"args": {"nccl-port": port}})
+        done, after = failed_launch(tmp_path, topo)
+    root = assert_ends_with(done, after, "address-in-use")
+    assert str(port) in root["line"], root  # torch.distributed's store names the port it could not take
+    assert "ss -ltnp" in root["fix"]
