@@ -117,7 +117,7 @@ def findings_of(log: ProcessLog, catalogue: Sequence[Signature] = CATALOGUE) -> 
         out.append(Finding(**base, signature=hit.signature, line=hit.line.strip(), time=hit.time,
                            context=log.lines[lo: hit.line_no + 3]))
     ended = first_hit(log.status, catalogue)
-    if ended is not None:
+    if ended is not None and not (hit is not None and ended.signature.unexplained_only):
         out.append(Finding(**base, signature=ended.signature, line=ended.line, time=None, context=[], end=True))
     if out or not log.failed:
         return out

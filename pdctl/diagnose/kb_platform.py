@@ -43,7 +43,7 @@ SIGNATURES = (
         "OOM killer, a user or the scheduler) or exited without a word; pdctl cannot read its exit code (it was "
         "not this pdctl process's child)",
         "`dmesg | grep -i killed` on its node for the OOM killer; `pdctl restart ROLE:N`",
-        "pdctl (the executor: the process is gone, no exit status)"),
+        "pdctl (the executor: the process is gone, no exit status)", unexplained_only=True),
     Signature(
         "stopped", "process", r"is stopped \(state T\)",
         "the process is stopped (SIGSTOP, a debugger, or Ctrl-Z): its peers time out waiting for it",
@@ -55,16 +55,18 @@ SIGNATURES = (
         "pdctl (liveness: the health check)"),
     Signature(
         "slurm-time-limit", "Slurm", r"CANCELLED AT .* DUE TO TIME LIMIT",
-        "Slurm ended the job at its time limit", "raise slurm.time in the topology (#SBATCH --time)",
+        "Slurm ended the job at its time limit", "raise slurm.time_limit in the topology (#SBATCH --time)",
         "slurmstepd"),
     Signature(
         "slurm-node-fail", "Slurm", r"DUE TO NODE FAILURE|Node failure on|NODE_FAIL",
-        "Slurm lost a node of the job", "exclude the node (slurm.exclude) and launch again; tell the admins",
+        "Slurm lost a node of the job", "exclude the node (slurm.sbatch_directives: {exclude: NODE}, #SBATCH --exclude) and launch again; "
+        "tell the admins",
         "slurmctld / slurmstepd"),
     Signature(
         "slurm-oom", "Slurm", r"oom[_-]kill event|Some of the step tasks have been OOM Killed|task \d+: Out Of Memory",
         "the job step exceeded its cgroup memory and Slurm's OOM handling killed it",
-        "request more memory (#SBATCH --mem, slurm.mem) or lower the host memory the role uses",
+        "request more memory (slurm.sbatch_directives: {mem: ...}, #SBATCH --mem) or lower the host memory "
+        "the role uses",
         "slurmstepd (task/cgroup)"),
     Signature(
         "pyxis-import", "pyxis/enroot", r"pyxis: failed to import docker image|pyxis: \s*\[ERROR\]",

@@ -5,6 +5,7 @@ Signatures are data (pdctl/diagnose/kb_*.py); matching is `Signature.search` ove
 role whose failure this one follows (a decode's waiting timeout follows a prefill that stopped sending): such a
 finding is a consequence, and the diagnosis puts the blamed process's failure before it. `severity` "warning"
 is shown but is not a failure on its own (SGLang retracting requests under KV pressure keeps serving).
+`unexplained_only` marks an end that is news only when the log says nothing known (a process gone silently).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ class Signature:
     blames: str | None = None  # a consequence: the role ("prefill", "decode", "worker", "rank") it follows
     severity: str = "error"
     flags: int = field(default=0, compare=False)
+    # an end that says only that the process is gone (its cause: "its log ends without a known error"): not a
+    # finding of a process whose log names a known failure (that failure is why it is gone)
+    unexplained_only: bool = False
 
     @cached_property
     def regex(self) -> re.Pattern[str]:

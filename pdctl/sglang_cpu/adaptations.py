@@ -116,7 +116,9 @@ def _apply_nixl_host_memory() -> None:
 
     @functools.wraps(normalize)
     def host_kinds(kinds: Any, expected_len: int) -> Any:
-        return normalize(["DRAM"] * expected_len if kinds is None else kinds, expected_len)
+        # None (prefill: SGLang's default "VRAM") and decode's explicit ["VRAM"] * n (disaggregation/decode.py:629,
+        # whose kinds travel to prefill in the registration and decide its guard) are host memory here alike
+        return normalize(["DRAM"] * expected_len if kinds is None else [_dram(str(k)) for k in kinds], expected_len)
 
     conn._normalize_kv_mem_kinds = host_kinds
     base = api.nixl_agent
@@ -197,10 +199,13 @@ def _without_sinks(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 NIXL_HOST_MEMORY = Adaptation(
-    "nixl-host-memory", "srt/disaggregation/nixl/conn.py:204 (_normalize_kv_mem_kinds), :2023 (state buffers)",
+    "nixl-host-memory", "srt/disaggregation/nixl/conn.py:204 (_normalize_kv_mem_kinds), :2023 (state buffers), "
+    "decode.py:629 (decode's KV kinds)",
     (Expect(_NIXL_CONN, 'if kinds is None:\n        return ["VRAM"] * expected_len'),
      Expect(_NIXL_CONN, 'self.state_descs = self.agent.register_memory(state_addrs, "VRAM")'),
      Expect(_NIXL_CONN, "from nixl._api import nixl_agent"),
+     # decode states its KV's kinds: "VRAM" for every buffer (they reach prefill's guard in the registration)
+     Expect("sglang.srt.disaggregation.decode", 'else ["VRAM"] * len(kv_data_ptrs)'),
      # SGLang's own refusal of heterogeneous TP into host memory must stay reachable (check-compat predicts it)
      Expect(_NIXL_CONN, _NIXL_GUARD)),
     _apply_nixl_host_memory)

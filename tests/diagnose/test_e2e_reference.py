@@ -18,9 +18,7 @@ import pytest
 import requests
 
 from pdctl.executors.local import proc_stat
-from tests.launch.test_e2e_faults import _records as records
-from tests.launch.test_e2e_faults import record
-from tests.support.launch_e2e import pdctl
+from tests.support.launch_e2e import pdctl, record, resume_and_down
 from tests.support.launch_samples import local_cpu
 from tests.support.net import wait_for
 from tests.support.orphans import assert_no_orphans
@@ -44,14 +42,8 @@ def dep(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
         assert done.returncode == 0, done.stderr
         yield {"tmp": tmp, "run_dir": run_dir}
     finally:
-        for record in records(run_dir):
-            try:
-                os.killpg(int(record["pgid"]), signal.SIGCONT)
-            except (OSError, TypeError, ValueError):
-                pass
-        if (run_dir / "state.json").exists():
-            pdctl("down", "--run-dir", str(run_dir), cwd=tmp, timeout=120)
-            assert_no_orphans(run_dir)
+        resume_and_down(run_dir, tmp)
+        assert_no_orphans(run_dir)
 
 
 def log_of(dep: dict, name: str) -> str:

@@ -1,17 +1,41 @@
-"""Real `sglang.launch_server` failures (SGLang 0.5.23 in the side venv) read by diagnose: a misspelled flag and
-a model path that does not exist. The server's own output is the log; its exit is pdctl's status line."""
+"""`pdctl diagnose` on real failures of SGLang 0.5.23's own server (the side venv, on this machine's CPUs):
+
+- `sglang.launch_server` run directly: a misspelled flag, a model path that does not exist (the server's own
+  output is the log; its exit is pdctl's status line);
+- `pdctl launch` of SGLang's real servers (configs/local-cpu-sglang.yaml's shape) that fail at start-up: an
+  invalid flag value SGLang's parser refuses, and a port SGLang binds (torch.distributed's store on
+  `--nccl-port`) taken by another process: pdctl's own port check knows only the HTTP and bootstrap ports;
+- SGLang's NIXL host-memory guard on a running deployment: prefill TP2 -> decode TP1 over NIXL on a CPU node
+  (launched with `--skip-compat`: check-compat refuses it, rule nixl-hetero-tp-host-memory) refuses at the first
+  transfer, and the diagnosis names it as the root cause with its fix.
+
+Real servers cost 17-45 s each to start here: the launches that fail share one tiny model and fail before any
+model is loaded (both roles carry the fault); the guard has one deployment (module-scoped)."""
 
 from __future__ import annotations
 
+import json
+import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
+import yaml
 
 from pdctl.diagnose.explain import ProcessLog, explain
 from pdctl.diagnose.kb_platform import EXIT_LINE
+from pdctl.sglang.messages import NIXL_HETERO_TP_HOST
+from pdctl.sglang_cpu.sidevenv import init_model
+from tests.support.launch_e2e import pdctl, record, resume_and_down
+from tests.support.net import free_port, wait_for
+from tests.support.orphans import assert_no_orphans
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.e2e
+
+DISAGG_TIMEOUT_S = 15  # SGLang's bootstrap/waiting timeouts here (pdctl's CPU render: 60 s; SGLang's: 300 s)
 
 
 @pytest.mark.parametrize(("args", "signature"), [
@@ -31,3 +55,118 @@ def test_a_real_sglang_server_failure_is_diagnosed(tmp_path: Path, sglang_python
     assert found.failed and found.root is not None
     assert found.root.what == signature, (found.summary(), log.read_text()[-2000:])
     assert found.root.signature.fix and "no known cause" not in found.summary()
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory, sglang_python: str) -> str:
+    """A tiny Llama (random weights, offline tokenizer) every launch of the module serves."""
+    return init_model(str(tmp_path_factory.mktemp("sglang-model") / "tiny-llama"), "llama", 0)["path"]
+
+
+def topology(tmp: Path, model: str, **sections: dict) -> Path:
+    """configs/local-cpu-sglang.yaml on MODEL with reserved free ports (the shipped ones sit in the kernel's
+    ephemeral range), SECTIONS' keys merged in."""
+    doc = yaml.safe_load((REPO / "configs" / "local-cpu-sglang.yaml").read_text())
+    doc["model"]["path"] = model
+    doc["transfer"]["bootstrap_port"] = free_port()
+    for section in ("prefill", "decode", "router"):
+        doc[section]["port"] = free_port()
+    for section, keys in sections.items():
+        if isinstance(doc.get(section), list):
+            doc[section] = [{**item, **keys} for item in doc[section]]
+        else:
+            doc[section] = {**doc.get(section, {}), **keys}
+    path = tmp / "topology.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def failed_launch(tmp: Path, topo: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    """`pdctl launch TOPO --skip-compat --json -` that must fail: its result and `pdctl diagnose`'s JSON after it
+    (read from the logs); nothing of the run is left."""
+    run_dir = tmp / "run"
+    done = pdctl("launch", str(topo), "--detach", "--skip-preflight", "--skip-compat", "--run-dir", str(run_dir),
+                 "--timeout", "300", "--json", "-", cwd=tmp, timeout=600)
+    try:
+        assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+        again = pdctl("diagnose", "--run-dir", str(run_dir), "--json", "-", cwd=tmp)
+        assert again.returncode == 1, again.stdout + again.stderr
+        return done, json.loads(again.stdout)
+    finally:
+        assert_no_orphans(run_dir)
+
+
+def assert_ends_with(done: subprocess.CompletedProcess, after: dict, signature: str) -> dict:
+    """Launch's message and JSON end with the diagnosis whose root cause is SIGNATURE, as `pdctl diagnose` says
+    afterwards; every finding is that signature (both roles carry the fault) or nothing known: the root finding."""
+    assert "diagnosis (root cause first)" in done.stderr and f": {signature} (" in done.stderr, done.stderr[-3000:]
+    during = json.loads(done.stdout)["diagnosis"]["findings"]
+    assert during[0]["signature"] == signature, during
+    assert after["findings"][0]["signature"] == signature, after
+    assert {f["signature"] for f in during + after["findings"]} == {signature}, (during, after)
+    return after["findings"][0]
+
+
+def test_an_invalid_flag_value_at_launch_is_sglangs_parser(tmp_path: Path, model: str) -> None:
+    topo = topology(tmp_path, model, server={"args": {"schedule-policy": "fastest"}})
+    done, after = failed_launch(tmp_path, topo)
+    root = assert_ends_with(done, after, "sglang-bad-flag")
+    assert "argument --schedule-policy: invalid choice: 'fastest'" in root["line"], root
+    assert "server.args" in root["fix"] and root["component"] == "SGLang server"
+
+
+def test_a_port_sglang_binds_taken_at_launch_is_address_in_use(tmp_path: Path, model: str) -> None:
+    with socket.socket() as squatter:  # another process's listener on the port SGLang's torch.distributed binds
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("", free_port()))
+        squatter.listen(1)
+        port = squatter.getsockname()[1]
+        topo = topology(tmp_path, model, server={"args": {"nccl-port": port}})
+        done, after = failed_launch(tmp_path, topo)
+    root = assert_ends_with(done, after, "address-in-use")
+    assert str(port) in root["line"], root  # torch.distributed's store names the port it could not take
+    assert "ss -ltnp" in root["fix"]
+
+
+@pytest.fixture(scope="module")
+def hetero(tmp_path_factory: pytest.TempPathFactory, model: str) -> Iterator[dict]:
+    """Prefill TP2 -> decode TP1 over NIXL into the CPU node's host memory, launched past check-compat."""
+    tmp = tmp_path_factory.mktemp("nixl-hetero")
+    timeouts = {"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": str(DISAGG_TIMEOUT_S),
+                "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": str(DISAGG_TIMEOUT_S)}
+    topo = topology(tmp, model, nodes={"gpus": 3}, prefill={"tp": 2}, engine={"env": timeouts})
+    run_dir = tmp / "run"
+    done = pdctl("launch", str(topo), "--detach", "--skip-preflight", "--skip-compat", "--run-dir", str(run_dir),
+                 "--timeout", "400", cwd=tmp, timeout=900)
+    try:
+        assert done.returncode == 0, done.stderr[-4000:]
+        yield {"tmp": tmp, "run_dir": run_dir, "launch": " ".join(done.stderr.split())}
+    finally:
+        resume_and_down(run_dir, tmp)
+        assert_no_orphans(run_dir)
+
+
+def test_sglangs_nixl_host_memory_guard_is_the_root_cause_with_its_fix(hetero: dict) -> None:
+    # check-compat predicts SGLang's refusal: launch --skip-compat says what it did not enforce
+    assert "nixl-hetero-tp-host-memory" in hetero["launch"], hetero["launch"]
+    prefill_log = Path(record(hetero, "prefill-0")["log"])
+    url = record(hetero, "router")["url"]
+    body = {"text": "The capital of France is", "sampling_params": {"max_new_tokens": 4, "temperature": 0}}
+    try:
+        answer: requests.Response | Exception = requests.post(url + "/generate", json=body, timeout=300)
+    except requests.RequestException as exc:
+        answer = exc
+    assert not (isinstance(answer, requests.Response) and answer.status_code == 200), answer.text
+    wait_for(lambda: NIXL_HETERO_TP_HOST in prefill_log.read_text(errors="replace"), timeout=120,
+             what="SGLang's NIXL guard in prefill-0's log", detail=lambda: prefill_log.read_text()[-3000:])
+    done = pdctl("diagnose", "--run-dir", str(hetero["run_dir"]), "--json", "-", cwd=hetero["tmp"], timeout=120)
+    doc = json.loads(done.stdout)
+    assert done.returncode == 1, doc
+    root = doc["findings"][0]
+    assert (root["process"], root["signature"]) == ("prefill-0", "sglang-nixl-hetero-tp-host"), doc
+    assert "host memory" in root["cause"] and "mooncake" in root["fix"] and "same TP" in root["fix"]
+    assert "nixl/conn.py" in root["source"] and root["releases"] == "SGLang >= 0.5.15"
+    # decode gave up waiting for the KV the refused transfer never sent (measured: sglang-waiting-timeout), and
+    # the diagnosis says it follows the guard instead of listing it as a second cause
+    decode = [f for f in doc["findings"] if f["process"] == "decode-0"]
+    assert decode and all(f["follows"] == "prefill-0" for f in decode), doc

@@ -79,3 +79,15 @@ def test_a_stopped_process_that_logged_an_earlier_request_error_is_blamed_for_it
     assert [(f.process, f.what) for f in found.findings] == [
         ("prefill-0", "stopped"), ("prefill-0", "ref-kv-oom"), ("decode-0", "sglang-waiting-timeout")]
     assert found.findings[2].explanation.endswith("follows prefill-0's stopped")
+
+
+def test_a_process_gone_after_a_known_failure_is_not_also_said_to_have_ended_without_one() -> None:
+    # a real launch (SGLang 0.5.23, an invalid --schedule-policy on both roles): decode's parser refused it and
+    # decode was gone with no exit code pdctl could read; "its log ends without a known error" would be false
+    bad = "sglang serve: error: argument --schedule-policy: invalid choice: 'fastest' (choose from 'lpm', 'random')"
+    gone = EXIT_LINE.format(code="unknown", signal="")
+    found = explain([ProcessLog("decode-0", "decode", 0, "local", ["usage: sglang serve [-h]", bad], [gone],
+                                failed=True)])
+    assert [(f.process, f.what) for f in found.findings] == [("decode-0", "sglang-bad-flag")]
+    silent = explain([ProcessLog("decode-0", "decode", 0, "local", ["INFO up"], [gone], failed=True)])
+    assert [f.what for f in silent.findings] == ["exited-silently"]  # gone without a word: still said

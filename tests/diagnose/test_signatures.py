@@ -4,12 +4,14 @@ is matched first by its own signature and by no other that comes before it; ever
 from __future__ import annotations
 
 import re
+import typing
 
 import pytest
 
 from pdctl.diagnose import CATALOGUE
 from pdctl.diagnose.match import first_hit
 from pdctl.diagnose.signature import COMPONENTS, SEVERITIES
+from pdctl.topology.model import Topology
 from tests.diagnose.fixtures import LINES
 
 BY_ID = {s.id: s for s in CATALOGUE}
@@ -55,3 +57,20 @@ def test_release_ranges_read_off_the_wheels() -> None:
     assert BY_ID["sglang-hetero-tp-hybrid"].releases == "SGLang >= 0.5.4"
     assert BY_ID["sglang-waiting-timeout"].releases.startswith("every release read")
     assert BY_ID["nixl-err-backend"].releases == ""
+
+
+def _keys(model: type) -> set[str]:
+    """The keys of a topology section's model (a union's model members' keys together)."""
+    members = typing.get_args(model) or (model,)
+    return {k for m in members if hasattr(m, "model_fields") for k in m.model_fields}
+
+
+def test_every_topology_key_a_fix_names_exists() -> None:
+    # a fix that says "raise slurm.time" sends the user to a key the topology refuses (it is slurm.time_limit)
+    sections = Topology.model_fields
+    named = [(s.id, m.group(1), m.group(2)) for s in CATALOGUE
+             for m in re.finditer(r"\b([a-z_]+)\.([a-z_]+)\b", s.fix) if m.group(1) in sections]
+    assert len(named) >= 10  # the catalogue's fixes do name keys: this test reads them
+    wrong = [(sig, f"{section}.{key}") for sig, section, key in named
+             if key not in _keys(sections[section].annotation)]
+    assert not wrong, wrong

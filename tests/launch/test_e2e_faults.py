@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.launch_e2e import pdctl, wait_state
+from tests.support.launch_e2e import pdctl, record, resume_and_down, run_records, wait_state
 from tests.support.launch_samples import local_cpu
 from tests.support.net import wait_for
 from tests.support.orphans import assert_no_orphans, group_pids, live_pids
@@ -46,25 +46,7 @@ def dep(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
         assert done.returncode == 0, done.stderr
         yield {"tmp": tmp, "run_dir": run_dir, "topology": topo}
     finally:
-        for record in _records(run_dir):  # a failed case must not leave a stopped process behind
-            try:
-                os.killpg(int(record["pgid"]), signal.SIGCONT)
-            except (OSError, TypeError, ValueError):
-                pass
-        if (run_dir / "state.json").exists():
-            pdctl("down", "--run-dir", str(run_dir), cwd=tmp, timeout=120)
-
-
-def _records(run_dir: Path) -> list[dict]:
-    try:
-        state = json.loads((run_dir / "state.json").read_text())
-    except (OSError, ValueError):
-        return []
-    return [r for r in [*state["processes"], state.get("router") or {}] if r.get("pid")]
-
-
-def record(dep: dict, name: str) -> dict:
-    return next(r for r in _records(dep["run_dir"]) if r["name"] == name)
+        resume_and_down(run_dir, tmp)
 
 
 def lines(path: Path) -> list[dict]:
@@ -80,10 +62,10 @@ def eval_cmd(dep: dict, results: Path, n: int = 50) -> list[str]:
             "32", "--parallel", "2", "--results", str(results), "--deadline", str(DEADLINE_S)]
 
 
-def under_way(dep: dict, results: Path) -> subprocess.Popen:
-    """An eval of 50 questions that has answered two."""
-    proc = subprocess.Popen(eval_cmd(dep, results), cwd=dep["tmp"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+def under_way(dep: dict, results: Path, *flags: str) -> subprocess.Popen:
+    """An eval of 50 questions (FLAGS added) that has answered two."""
+    proc = subprocess.Popen([*eval_cmd(dep, results), *flags], cwd=dep["tmp"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     wait_for(lambda: len(lines(results)) >= 2 or proc.poll() is not None, timeout=300, what="two answers")
     assert proc.poll() is None, proc.communicate()
     return proc
@@ -136,13 +118,20 @@ def test_a_stopped_process_during_eval_is_named_hung_and_the_deployment_heals_af
     dep: dict, name: str, who: str
 ) -> None:
     results = dep["tmp"] / f"stopped-{name}.jsonl"
+    document = dep["tmp"] / f"stopped-{name}.json"
     stopped = record(dep, name)
-    proc = under_way(dep, results)
+    proc = under_way(dep, results, "--json", str(document))
     os.kill(stopped["pid"], signal.SIGSTOP)
     try:
         code, flat, err = finish(proc)
         assert code == 1, flat
         assert f"{who} ({name}, node local, pid {stopped['pid']}) is hung" in flat, flat
+        # the message and the JSON end with the diagnosis (issue 38): the stopped process is the root cause
+        assert f"diagnosis (root cause first): 1. {name}: stopped (process)" in flat, flat
+        doc = json.loads(document.read_text())
+        assert doc["ok"] is False and doc["diagnosis"]["failed"] is True, doc
+        assert (doc["diagnosis"]["findings"][0]["process"], doc["diagnosis"]["findings"][0]["signature"]) == \
+            (name, "stopped"), doc["diagnosis"]
         assert "process state T (stopped)" in flat and f"--- last lines of {stopped['log']} ---" in err
         assert "stopped at its deadline" not in flat  # named by the watchdog, before the deadline
         kept = lines(results)
@@ -243,6 +232,7 @@ def test_a_stopped_decode_during_bench_serve_is_named(dep: dict, sglang_python: 
                    "bench serve's first request")
     flat = named_hung(proc, record(dep, "decode-0"), "decode:0")
     assert "bench serve stopped" in flat and "Traceback" not in flat
+    assert "diagnosis (root cause first): 1. decode-0: stopped (process)" in flat, flat  # issue 38
     healed(dep)
 
 
@@ -321,7 +311,7 @@ def test_a_port_collision_at_launch_leaves_the_running_deployment_untouched(dep:
                  "60", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert f"port {taken} on 127.0.0.1 is already in use" in " ".join(done.stderr.split())
-    assert not _records(tmp_path / "run")
+    assert not run_records(tmp_path / "run")
     assert status(dep)[0] == 0 and serves(dep)
 
 
@@ -351,7 +341,7 @@ def test_down_from_another_shell_during_eval_stops_the_eval_cleanly(dep: dict) -
 
 def test_no_socket_left_listening_on_the_module_ports(dep: dict) -> None:
     """After down: every port of the module's deployment is free again (nothing orphaned holds one)."""
-    for r in _records(dep["run_dir"]):
+    for r in run_records(dep["run_dir"]):
         if r.get("url"):
             port = int(r["url"].rsplit(":", 1)[1])
             with socket.socket() as probe:
@@ -366,7 +356,7 @@ def test_state_json_deleted_while_running_down_still_stops_everything(tmp_path: 
     run_dir = tmp_path / "run"
     done = pdctl("launch", str(topo), "--detach", "--skip-preflight", "--run-dir", str(run_dir), "--timeout", "180",
                  cwd=tmp_path, timeout=400)
-    records = _records(run_dir)
+    records = run_records(run_dir)
     try:
         assert done.returncode == 0, done.stderr
         assert len(records) == 3

@@ -68,3 +68,26 @@ def test_serve_refuses_a_release_it_does_not_match_with_exit_2(sglang_python, tm
                           capture_output=True, text=True, timeout=240, cwd=REPO, env=env, check=False)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "nixl-host-memory" in done.stderr and "Traceback" not in done.stderr
+
+
+KINDS = """
+import json
+from pdctl.sglang_cpu import adaptations as a
+from pdctl.sglang_cpu.kernel_standin import install
+install()
+a.NIXL_HOST_MEMORY.apply()
+from sglang.srt.disaggregation.nixl import conn
+print(json.dumps({"stated": conn._normalize_kv_mem_kinds(["VRAM", "VRAM"], 2),
+                  "default": conn._normalize_kv_mem_kinds(None, 2),
+                  "host": conn._normalize_kv_mem_kinds(["DRAM"], 1)}))
+"""
+
+
+def test_nixl_host_memory_labels_decodes_stated_kv_kinds_as_host_memory(sglang_stack_python):
+    # decode states ["VRAM"] * n for its KV (disaggregation/decode.py:629) and sends them to prefill, whose guard
+    # refuses heterogeneous TP into host memory only when it reads DRAM there: left VRAM, the guard was bypassed
+    # and NIXL TP2 -> TP1 served on CPU nodes while check-compat (nixl-hetero-tp-host-memory) said it cannot
+    done = run(sglang_stack_python, "-W", "ignore", "-c", KINDS)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {"stated": ["DRAM", "DRAM"], "default": ["DRAM", "DRAM"], "host": ["DRAM"]}

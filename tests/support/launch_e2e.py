@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -40,6 +42,32 @@ def detached_run(tmp: Path, topology: Path, *flags: str) -> Iterator[dict]:
     finally:
         if (run_dir / "state.json").exists():
             pdctl("down", "--run-dir", str(run_dir), cwd=tmp, timeout=120)
+
+
+def run_records(run_dir: Path) -> list[dict]:
+    """Every process with a pid in the run's state.json (workers and router); [] when there is none."""
+    try:
+        state = json.loads((run_dir / "state.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [r for r in [*state["processes"], state.get("router") or {}] if r.get("pid")]
+
+
+def record(dep: dict, name: str) -> dict:
+    """The state record of process NAME (e.g. "prefill-0", "router") of DEP's run (DEP["run_dir"])."""
+    return next(r for r in run_records(dep["run_dir"]) if r["name"] == name)
+
+
+def resume_and_down(run_dir: Path, cwd: Path) -> None:
+    """A fault suite's teardown: SIGCONT every recorded process group (a failed case must not leave a stopped
+    process behind: `pdctl down` would wait on it), then `pdctl down` the run if it has a state.json."""
+    for record in run_records(run_dir):
+        try:
+            os.killpg(int(record["pgid"]), signal.SIGCONT)
+        except (OSError, TypeError, ValueError):
+            pass
+    if (run_dir / "state.json").exists():
+        pdctl("down", "--run-dir", str(run_dir), cwd=cwd, timeout=120)
 
 
 def wait_state(run_dir: Path, status: str, timeout: float, proc: subprocess.Popen | None = None) -> dict:
