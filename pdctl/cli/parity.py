@@ -98,6 +98,8 @@ def _print_result(result, out) -> None:
             out.print(f"  {positions['layer_window']}", highlight=False, markup=False)
     if result.soak is not None:
         _print_soak(result.soak, out)
+    for note in result.numerics_notes:
+        out.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     verdict = "[bold green]PARITY OK[/]" if result.ok else "[bold red]PARITY FAILED[/]"
     notes = [f"margin {_fmt(result.margin)}"] if result.margin is not None else []
     notes += [f"{result.wall_s:.0f} s"] if result.wall_s is not None else []
