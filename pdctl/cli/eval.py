@@ -71,7 +71,7 @@ def gsm8k(json_path: str | None, max_errors: int, **options: Any) -> None:
             out.print(f"  {count} x first failure: {cause}", highlight=False, markup=False)
     if prep.results:
         out.print(f"results: {prep.results}", highlight=False, soft_wrap=True)
-    for note in summary.get("notes", []):
+    for note in [*summary.get("notes", []), *summary.get("numerics_notes", [])]:
         out.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     if outcome.dead is not None:  # stopped at the first failures: retrying against a dead worker is pointless
         raise outcome.dead.error(f"eval {ev.name} stopped after {summary['answered']} of {summary['num_questions']} "

@@ -263,6 +263,10 @@ def _print_ready(state: dict[str, Any], out: Any, *, foreground: bool) -> None:
         where = f"pod {rec['pod']}" if rec.get("pod") else f"pid {rec['pid']!s:<8}"
         out.print(f"  {rec['name']:<14} {rec['node']:<10} {where} {rec.get('url') or ''}", highlight=False)
     out.print(f"  run dir: {state['run_dir']}  (pdctl status | logs | down)", highlight=False)
+    from pdctl.runs.state import numerics_notes
+
+    for note in numerics_notes(Path(state["run_dir"])):
+        out.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
 
 
 class _ProgressView:

@@ -99,6 +99,8 @@ def _print_result(result, out) -> None:
             out.print(f"  {positions['layer_window']}", highlight=False, markup=False)
     if result.soak is not None:
         _print_soak(result.soak, out)
+    for note in result.numerics_notes:
+        out.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     verdict = {"OK": "[bold green]PARITY OK[/]", "FAILED": "[bold red]PARITY FAILED[/]"}.get(
         result.verdict, "[bold yellow]PARITY NOT CALIBRATED[/]")
     calibration = result.calibration

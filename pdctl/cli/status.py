@@ -54,6 +54,8 @@ def status(run_dir: str | None, watch: bool, interval: float, stall_after: float
             out.print(f"KV capacity of {p['name']}: [{color}]{kv['verdict']}[/] — {kv['detail']}", highlight=False)
     for line in [*bottleneck_lines(doc.get("bottleneck")), *gpu_lines(doc.get("gpus") or {})]:
         out.print(line, highlight=False)
+    for note in doc.get("numerics_notes") or []:
+        out.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     write_json(json_path, doc)
     if not doc["ok"]:
         if doc.get("state") == "stopped":

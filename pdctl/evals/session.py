@@ -30,6 +30,7 @@ from pdctl.evals.runner import Job, RunOutcome, run_jobs
 from pdctl.evals.summary import summarize
 from pdctl.liveness import Watchdog, require_alive
 from pdctl.runs.lock import lock_pointer
+from pdctl.runs.state import numerics_notes
 from pdctl.target import target_from_state
 
 
@@ -195,5 +196,6 @@ def execute(prep: PreparedEval,
         settings_from=prep.settings_source,
         results=str(prep.results) if prep.results else None,
         notes=list(prep.notes),
+        numerics_notes=numerics_notes(prep.run_dir),  # e.g. gpt-oss on a CPU node: not gpt-oss's numerics
     )
     return summary, outcome, records

@@ -32,7 +32,7 @@ from pdctl.metrics.watch import Watch
 from pdctl.models import resolve_model_spec
 from pdctl.render.deployment import render
 from pdctl.runs import DEPLOYMENT_FILE, read_state, resolve_run_dir
-from pdctl.runs.state import TOPOLOGY_COPY, started
+from pdctl.runs.state import TOPOLOGY_COPY, numerics_notes, started
 from pdctl.topology import load_topology
 
 
@@ -156,6 +156,7 @@ def _status(run_dir: str | Path | None) -> dict[str, Any]:
         "run_dir": str(path.resolve()),
         "topology": state.get("topology"),
         "state": state.get("status"),
+        "numerics_notes": numerics_notes(path),  # e.g. gpt-oss on a CPU node: not gpt-oss's numerics
         "processes": processes,
         "router": router,
         "gpus": gpus.sample() if gpus is not None else {},

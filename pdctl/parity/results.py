@@ -135,6 +135,7 @@ class ParityResult:
     wall_s: float | None = None
     candidate_lock: dict[str, Any] | None = None  # the candidate run's lock.json (pdctl.runs.lock), if launched
     settings_from: str = ""  # where tolerance and max_new_tokens came from (command line, eval.parity, built-in)
+    numerics_notes: list[str] = field(default_factory=list)  # what the candidate's numerics are not (run's plan)
     calibration: Calibration | None = None
 
     @property
@@ -176,6 +177,7 @@ class ParityResult:
             "reference": self.reference,
             "tp": self.tp,
             "numerics": self.numerics,
+            "numerics_notes": self.numerics_notes,
             "prompts": self.suite,
             "suite_facts": self.facts,
         }

@@ -38,7 +38,7 @@ from pdctl.parity.soak import parse_soak
 from pdctl.parity.teacher import DEFAULT_MAX_RESYNCS
 from pdctl.reference.args import NUMERICS  # the reference engine's --numerics (argparse only, no torch)
 from pdctl.runs.lock import lock_pointer
-from pdctl.runs.state import topology_file_of_run
+from pdctl.runs.state import numerics_notes, topology_file_of_run
 from pdctl.target import Target, get_json, resolve
 from pdctl.topology import load_topology
 
@@ -273,6 +273,7 @@ def run_request(req: ParityRequest, progress: Progress | None = None,
                                max_new_tokens=req.max_new_tokens)
     result.wall_s = time.monotonic() - started  # the whole command: launches, controls, every mode
     result.candidate_lock = lock_pointer(candidate.run_dir)
+    result.numerics_notes = numerics_notes(candidate.run_dir)  # e.g. gpt-oss on a CPU node
     return result
 
 

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pdctl.sglang_cpu import SERVE_MODULE
+from pdctl.errors import UserError
+from pdctl.models import resolve_model_spec
+from pdctl.sglang_cpu import NUMERICS_NOTE, SERVE_MODULE
 from pdctl.sglang_stack.launcher import PDCTL_ROOT
 
 if TYPE_CHECKING:
@@ -73,3 +75,20 @@ def cpu_env(topo: Topology, role: RoleConfig, slot: NodeSlot, node: Node) -> dic
         if topo.transfer.backend == "mooncake":
             env.update(MOONCAKE_TCP_ENV)
     return env
+
+
+def numerics_notes(topo: Topology) -> list[str]:
+    """[NUMERICS_NOTE] when a CPU node of TOPO serves a gpt-oss model with SGLang (adaptation
+    gpt-oss-sinks-ignored: the numerics are not gpt-oss's), else []. A model that does not resolve here is
+    check-compat's to name, not this note's."""
+    if topo.engine.kind != "sglang":
+        return []
+    nodes = {n.name: n for n in topo.nodes}
+    roles = [topo.role(name) for name in ("prefill", "decode", "colocated") if getattr(topo, name) is not None]
+    if not any(is_cpu(nodes[name]) for role in roles for name in role.nodes if name in nodes):
+        return []
+    try:
+        spec = resolve_model_spec(topo.model, engine_kind="sglang")
+    except UserError:
+        return []
+    return [NUMERICS_NOTE] if spec.model_type == "gpt_oss" else []

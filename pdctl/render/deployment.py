@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from pdctl.render.cpu import numerics_notes
 from pdctl.render.kinds import engine_python, own_python, wrap
 from pdctl.render.reference import render_reference_replica
 from pdctl.render.router import render_router
@@ -43,6 +44,7 @@ def render(topo: Topology, *, executor: str = "local", startup_timeout_s: int = 
     # a value the user set in engine.env wins over what the transfer path adds
     workers = [replace(w, env={**transfer[w.role], **w.env}) for w in workers]
     notes = ([note] if note else []) + ([MULTI_NODE_NOTE] if any(p.nnodes > 1 for p in placements) else [])
+    notes += numerics_notes(topo)  # gpt-oss on a CPU node: the numerics are not gpt-oss's
     return Deployment(
         topo=topo,
         executor=executor,

@@ -23,6 +23,7 @@ from pdctl.errors import UserError
 from pdctl.render.kinds import process_kind
 from pdctl.render.spec import Deployment, ProcessSpec
 from pdctl.runs import DEPLOYMENT_FILE, STATE_FILE
+from pdctl.sglang_cpu import NUMERICS_NOTE
 from pdctl.topology.overrides import describe_overrides
 
 TOPOLOGY_COPY = "topology.yaml"
@@ -74,6 +75,18 @@ def write_deployment(run_dir: Path, deployment: Deployment) -> Path:
     path = run_dir / DEPLOYMENT_FILE
     write_whole(path, json.dumps(deployment.to_json(), indent=2) + "\n")
     return path
+
+
+def numerics_notes(run_dir: Path | None) -> list[str]:
+    """What the run's numerics are not (its plan.json's notes that say so: a gpt-oss model on a CPU node,
+    pdctl.sglang_cpu.NUMERICS_NOTE); status, eval and parity print them and put them in their JSON."""
+    if run_dir is None:
+        return []
+    try:
+        notes = json.loads((Path(run_dir) / DEPLOYMENT_FILE).read_text(encoding="utf-8")).get("notes") or []
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [n for n in notes if n == NUMERICS_NOTE]
 
 
 def log_path(run_dir: Path, proc: ProcessSpec) -> str:

@@ -25,3 +25,8 @@ CHECKED_RELEASE = "0.5.23"
 
 # Exit code of a server refused by an adaptation's check (pdctl's "bad input": the install, not the topology).
 REFUSED_EXIT = 2
+
+# What every output of a run says when a CPU node serves a gpt-oss model (adaptation gpt-oss-sinks-ignored):
+# the server logs it, launch/status/eval/parity print it and put it in their JSON (`numerics_note`).
+NUMERICS_NOTE = ("gpt-oss on CPU: SGLang's torch-native attention ignores the attention sinks (pdctl adaptation "
+                 "gpt-oss-sinks-ignored): KV layout and transfer are SGLang's, the numerics are not gpt-oss's")

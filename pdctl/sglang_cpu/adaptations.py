@@ -36,13 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pdctl.sglang_cpu import CHECKED_RELEASE
+from pdctl.sglang_cpu import CHECKED_RELEASE, NUMERICS_NOTE
 from pdctl.sglang_cpu.kernel_standin import install as install_kernel_standin
 
 log = logging.getLogger("pdctl.sglang_cpu")
 
-NUMERICS_NOTE = ("gpt-oss on CPU: SGLang's torch-native attention ignores the attention sinks (pdctl adaptation "
-                 "gpt-oss-sinks-ignored): KV layout and transfer are SGLang's, the numerics are not gpt-oss's")
 GPT_OSS_ARCH = "GptOssForCausalLM"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,40 +21,74 @@ import yaml
 from pdctl.sglang_cpu import SERVE_MODULE
 from pdctl.sglang_cpu.sidevenv import init_model
 from tests.support.launch_e2e import generate, pdctl, wait_state
-from tests.support.net import free_port
-from tests.support.orphans import assert_no_orphans, group_pids, started_records
+from tests.support.net import free_port, wait_for
+from tests.support.orphans import assert_no_orphans, group_pids, live_pids, started_records
 from tests.support.paths import DATA, REPO
 
 pytestmark = [pytest.mark.e2e]
 
 
+def _with_free_ports(doc: dict, model_path: str) -> dict:
+    """DOC (a shipped config) on MODEL_PATH and reserved free ports: the shipped ports sit in the kernel's
+    ephemeral range."""
+    doc["model"]["path"] = model_path
+    if "transfer" in doc:
+        doc["transfer"]["bootstrap_port"] = free_port()
+    for section in ("prefill", "decode", "colocated", "router"):
+        if section in doc:
+            doc[section]["port"] = free_port()
+    doc["router"]["metrics_port"] = free_port()
+    return doc
+
+
+def _launch(tmp: Path, config: str, model_path: str, env: dict, *flags: str) -> tuple[subprocess.Popen, Path]:
+    doc = _with_free_ports(yaml.safe_load((REPO / "configs" / config).read_text()), model_path)
+    topo = tmp / config
+    topo.write_text(yaml.safe_dump(doc))
+    run_dir = tmp / ".pdctl" / "runs" / doc["name"]
+    proc = subprocess.Popen([sys.executable, "-m", "pdctl", "launch", str(topo), "--detach", "--timeout", "600",
+                             *flags], cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return proc, run_dir
+
+
+def _down(run_dir: Path, cwd: Path) -> None:
+    if (run_dir / "state.json").exists():
+        for record in started_records(run_dir):  # a failed fault case must not leave a stopped process behind
+            try:
+                os.killpg(int(record["pgid"]), signal.SIGCONT)
+            except (OSError, TypeError, ValueError):
+                pass
+        down = pdctl("down", "--run-dir", str(run_dir), cwd=cwd, timeout=180)
+        assert down.returncode == 0, down.stderr
+        assert_no_orphans(run_dir)
+
+
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory, sglang_python: str) -> Iterator[dict]:
-    """The launched deployment (state.json, run dir, the launch's stderr); always brought down, and checked to
-    leave no process behind."""
+    """The launched PD deployment (state.json, run dir, the launch's stderr) and, launched at the same time,
+    parity's reference: a colocated real SGLang TP1 server (configs/local-cpu-sglang-reference.yaml). Both are
+    always brought down, and checked to leave no process behind."""
     tmp = tmp_path_factory.mktemp("sglang-cpu")
     env = {**os.environ, "PDCTL_SGLANG_PYTHON": sglang_python}
     model = init_model(str(tmp / "tiny-llama"), "llama", 0)
-    doc = yaml.safe_load((REPO / "configs" / "local-cpu-sglang.yaml").read_text())
-    doc["model"]["path"] = model["path"]
-    # the shipped config's ports sit in the kernel's ephemeral range: a test takes reserved free ports instead
-    doc["transfer"]["bootstrap_port"] = free_port()
-    for section in ("prefill", "decode", "router"):
-        doc[section]["port"] = free_port()
-    doc["router"]["metrics_port"] = free_port()
-    topo = tmp / "topo.yaml"
-    topo.write_text(yaml.safe_dump(doc))
-    run_dir = tmp / ".pdctl" / "runs" / doc["name"]
-    done = subprocess.run([sys.executable, "-m", "pdctl", "launch", str(topo), "--detach", "--timeout", "400"],
-                          cwd=tmp, capture_output=True, text=True, timeout=900, check=False, env=env)
+    ref_proc, ref_dir = _launch(tmp, "local-cpu-sglang-reference.yaml", model["path"], env, "--skip-preflight")
+    pd_proc, run_dir = _launch(tmp, "local-cpu-sglang.yaml", model["path"], env)
     try:
-        assert done.returncode == 0, done.stderr[-4000:]
+        _, launch_err = pd_proc.communicate(timeout=900)
+        _, ref_err = ref_proc.communicate(timeout=900)
+        assert pd_proc.returncode == 0, launch_err[-4000:]
+        assert ref_proc.returncode == 0, ref_err[-4000:]
         state = wait_state(run_dir, "running", 60)
-        yield {"state": state, "run_dir": run_dir, "cwd": tmp, "env": env, "launch": done.stderr}
+        reference = json.loads((ref_dir / "state.json").read_text())["processes"][0]["url"]
+        yield {"state": state, "run_dir": run_dir, "cwd": tmp, "env": env, "launch": launch_err,
+               "reference": reference}
     finally:
-        down = pdctl("down", "--run-dir", str(run_dir), cwd=tmp, timeout=120)
-        assert down.returncode == 0, down.stderr
-        assert_no_orphans(run_dir)
+        for proc in (pd_proc, ref_proc):
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        _down(run_dir, tmp)
+        _down(ref_dir, tmp)
 
 
 def _children_titles(pid: int) -> list[str]:
@@ -113,3 +148,113 @@ def test_every_sglang_process_is_in_the_recorded_groups(deployment: dict) -> Non
     pids = group_pids(started_records(deployment["run_dir"]))
     titles = [Path(f"/proc/{p}/cmdline").read_bytes() for p in pids if Path(f"/proc/{p}").exists()]
     assert sum(b"sglang::scheduler" in t for t in titles) == 2, titles
+
+
+def _pdctl(deployment: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pdctl", *args], cwd=deployment["cwd"], capture_output=True,
+                          text=True, timeout=900, check=False, env=deployment["env"])
+
+
+def test_parity_cold_warm_of_the_pd_deployment_against_a_colocated_real_sglang(deployment: dict) -> None:
+    # SGLang's own parity kit: PD vs a non-PD server of the same model. TP1 vs TP1 on the same CPU kernels: the
+    # greedy tokens must be identical and every comparison within the tolerance (measured: max |Δ| 0), so the
+    # noise-floor controls are not needed (--no-control: each would resend the suite)
+    done = _pdctl(deployment, "parity", "--run-dir", str(deployment["run_dir"]), "--reference",
+                  deployment["reference"], "--cold", "--warm", "--max-prompt-tokens", "64", "--no-control",
+                  "--deadline", "600", "--json", "-")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    assert doc["ok"] and set(doc["modes"]) == {"cold", "warm"} and doc["reference"] == deployment["reference"]
+    assert doc["tp"]["candidate"] == [1, 1], doc["tp"]
+    for name, mode in doc["modes"].items():
+        assert mode["compared"] >= 4 and mode["passed"] == mode["compared"], (name, mode["failures"])
+        assert mode["statistic"]["summary"]["flips"] == 0 and mode["max_abs_delta"] <= doc["tolerance"], name
+    assert max(doc["modes"]["warm"]["cached_tokens"]) > 0  # the warm resend reused the prefix on real SGLang
+    assert doc["numerics_notes"] == []  # a Llama: SGLang's own numerics on CPU
+    assert "PARITY OK" in done.stderr + done.stdout
+
+
+def test_bench_serve_through_real_sglang(deployment: dict, sglang_python: str) -> None:
+    out = deployment["cwd"] / "bench.json"
+    done = _pdctl(deployment, "bench", "serve", "--run-dir", str(deployment["run_dir"]), "--tool-python",
+                  sglang_python, "--concurrency", "2", "--isl", "16", "--osl", "8", "--num-prompts", "8", "--warmup",
+                  "1", "--work-dir", str(deployment["cwd"] / "bench"), "--json", str(out))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[:4000]
+    point = json.loads(out.read_text())["points"][0]
+    assert (point["requests"], point["completed"], point["errors"]) == (8, 8, 0), point
+    assert "sglang.bench_serving 0.5.23" in done.stdout + done.stderr  # SGLang's own benchmark drove it
+
+
+def _status(deployment: dict) -> tuple[int, dict]:
+    done = pdctl("status", "--run-dir", str(deployment["run_dir"]), "--json", "-", cwd=deployment["cwd"],
+                 env=deployment["env"], timeout=180)
+    return done.returncode, json.loads(done.stdout)
+
+
+def _record(deployment: dict, name: str) -> dict:
+    return next(r for r in started_records(deployment["run_dir"]) if r["name"] == name)
+
+
+def _eval_cmd(deployment: dict, n: int, results: Path) -> list[str]:
+    return [sys.executable, "-m", "pdctl", "eval", "gsm8k", "--run-dir", str(deployment["run_dir"]), "--data-file",
+            str(DATA / "gsm8k_test_50.jsonl"), "--num-questions", str(n), "--num-shots", "1", "--max-new-tokens",
+            "8", "--parallel", "2", "--results", str(results), "--deadline", "600"]
+
+
+def _answered(results: Path) -> int:
+    return len(results.read_text().splitlines()) if results.exists() else 0
+
+
+def _serves_again(deployment: dict) -> None:
+    """status says healthy and a routed generate (KV over the link) answers."""
+    url = deployment["state"]["router"]["url"]
+
+    def serves() -> bool:
+        try:
+            return _status(deployment)[0] == 0 and len(generate(url, max_new_tokens=2)["output_ids"]) == 2
+        except (AssertionError, requests.RequestException):
+            return False
+
+    wait_for(serves, timeout=300, what="the real-SGLang deployment to serve again", interval=2)
+
+
+def test_a_stopped_decode_during_eval_is_named_hung_and_heals_after_sigcont(deployment: dict) -> None:
+    # the fault suite's core case on SGLang's own server: its HTTP process stopped mid-eval is named by role,
+    # node and pid (process state T) by the watchdog, well before the deadline; SIGCONT heals it
+    results = deployment["cwd"] / "stopped-decode.jsonl"
+    decode = _record(deployment, "decode-0")
+    proc = subprocess.Popen(_eval_cmd(deployment, 30, results), cwd=deployment["cwd"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=deployment["env"])
+    try:
+        wait_for(lambda: _answered(results) >= 2 or proc.poll() is not None, timeout=300, what="two answers")
+        assert proc.poll() is None, proc.communicate()
+        os.kill(decode["pid"], signal.SIGSTOP)
+        out, err = proc.communicate(timeout=900)
+        flat = " ".join((out + err).split())
+        assert proc.returncode == 1, flat[-3000:]
+        assert f"decode:0 (decode-0, node local, pid {decode['pid']}) is hung" in flat, flat[-3000:]
+        assert "process state T (stopped)" in flat and "stopped at its deadline" not in flat
+        assert 2 <= _answered(results) < 30
+        code, doc = _status(deployment)
+        row = next(p for p in doc["processes"] if p["name"] == "decode-0")
+        assert code == 1 and row["state"] == "hung", row
+    finally:
+        os.kill(decode["pid"], signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    _serves_again(deployment)
+
+
+def test_a_killed_prefill_is_restarted_and_kv_crosses_the_link_again(deployment: dict) -> None:
+    prefill = _record(deployment, "prefill-0")
+    os.killpg(prefill["pgid"], signal.SIGKILL)  # SGLang's scheduler and detokenizer die with it (one group)
+    wait_for(lambda: not live_pids(group_pids([prefill])), timeout=120, what="the killed prefill's group to be gone")
+    done = pdctl("restart", "prefill:0", "--run-dir", str(deployment["run_dir"]), "--timeout", "600",
+                 cwd=deployment["cwd"], env=deployment["env"], timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "KV crossed prefill-0 -> decode-0" in done.stdout  # a generate over the link, not just /health
+    restarted = _record(deployment, "prefill-0")
+    assert restarted["pid"] != prefill["pid"]
+    assert "sglang::scheduler" in " ".join(_children_titles(int(restarted["pid"])))  # SGLang's own, again
+    _serves_again(deployment)

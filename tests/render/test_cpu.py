@@ -8,9 +8,10 @@ import yaml
 
 from pdctl.render.cpu import CPU_FLAGS
 from pdctl.render.deployment import render
+from pdctl.runs.state import numerics_notes, write_deployment
 from pdctl.sglang.argv import parse_argv
 from pdctl.sglang.table import load_table
-from pdctl.sglang_cpu import SERVE_MODULE
+from pdctl.sglang_cpu import NUMERICS_NOTE, SERVE_MODULE
 from pdctl.topology import load_topology, load_topology_text
 from tests.support.paths import REPO
 
@@ -69,3 +70,20 @@ def test_a_gpu_node_gets_none_of_it():
         assert proc.argv[1:3] == ["-m", "sglang.launch_server"]
         assert not set(CPU_FLAGS) & set(proc.argv)
         assert "SGLANG_USE_CPU_ENGINE" not in proc.env and "PYTHONPATH" not in proc.env
+
+
+def test_gpt_oss_on_a_cpu_node_is_noted_as_not_gpt_oss_numerics_and_the_run_keeps_the_note(tmp_path):
+    doc = yaml.safe_load(NIXL.read_text())
+    doc["model"] = {"path": str(tmp_path / "not-made-yet"), "preset": "gpt-oss-20b"}  # judged by the preset's shape
+    deployment = render(load_topology_text(yaml.safe_dump(doc)))
+    assert NUMERICS_NOTE in deployment.notes and "not gpt-oss's" in NUMERICS_NOTE
+    write_deployment(tmp_path / "run", deployment)
+    assert numerics_notes(tmp_path / "run") == [NUMERICS_NOTE]  # what status, eval and parity print and report
+
+
+def test_no_numerics_note_for_llama_on_cpu_nor_for_gpt_oss_on_gpus(tmp_path):
+    for deployment in (render(load_topology(NIXL)), render(load_topology(GPU))):
+        assert NUMERICS_NOTE not in deployment.notes
+        write_deployment(tmp_path / deployment.topology, deployment)
+        assert numerics_notes(tmp_path / deployment.topology) == []
+    assert numerics_notes(tmp_path / "no-such-run") == [] and numerics_notes(None) == []
