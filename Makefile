@@ -9,23 +9,33 @@ SGLANG_VENV  ?= .venv-sglang
 SGLANG_STAMP := $(SGLANG_VENV)/.pdctl-sglang-installed
 export PDCTL_SGLANG_PYTHON ?= $(abspath $(SGLANG_VENV))/bin/python
 export PIP_DISABLE_PIP_VERSION_CHECK=1
+# Every install goes through scripts/pip-install.sh: uv (pinned, installed into .venv first) with the machine's pip
+# configuration handed over, which unpacks each wheel once and installs in parallel (docs/testing.md: the install
+# times on a fresh clone, pip vs uv). Without .venv/bin/uv the script falls back to pip.
+UV_VERSION   := 0.13.9
+export PDCTL_UV := $(abspath $(BIN))/uv
+PIP_INSTALL  := bash scripts/pip-install.sh
 
 .PHONY: install system-deps sglang-env sglang-overlays resolution-sweep sglang-flags test test-fast lint demo bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
+$(BIN)/uv: | $(BIN)/python
+	$(BIN)/pip install -q uv==$(UV_VERSION)
+
 # torch first and pinned to the CPU build, so that no later package pulls a CUDA build.
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0 || $(BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu
-	$(BIN)/pip install -q -e '.[engine,eval,test,suggest,kubernetes]' ruff
-	$(BIN)/pip install -q --no-deps nixl==1.5.1
+$(STAMP): pyproject.toml | $(BIN)/uv
+	$(PIP_INSTALL) $(BIN)/python -q --upgrade pip
+	$(PIP_INSTALL) $(BIN)/python -q torch==2.13.0 || \
+	  $(PIP_INSTALL) $(BIN)/python -q torch --index-url https://download.pytorch.org/whl/cpu
+	$(PIP_INSTALL) $(BIN)/python -q -e '.[engine,eval,test,suggest,kubernetes]' ruff
+	$(PIP_INSTALL) $(BIN)/python -q --no-deps nixl==1.5.1
 	touch $(STAMP)
 
 install: system-deps $(STAMP)
 
-$(SGLANG_STAMP): scripts/sglang-env/build.sh scripts/sglang-env/requirements.txt scripts/sglang-env/server-requirements.txt
+$(SGLANG_STAMP): scripts/sglang-env/build.sh scripts/sglang-env/requirements.txt scripts/sglang-env/server-requirements.txt | $(BIN)/uv
 	bash scripts/sglang-env/build.sh $(SGLANG_VENV) 0.5.23
 	touch $(SGLANG_STAMP)
 

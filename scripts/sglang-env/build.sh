@@ -9,21 +9,22 @@
 # packages SGLang imports are pinned in requirements.txt beside this script; torchvision is replaced by an
 # inert stub (stubs/torchvision: its C ops cannot load against CPU torch; SGLang imports it only in multimodal
 # helpers the tests never call). server-requirements.txt: what SGLang's real server (launch_server) imports
-# on CPU nodes (pdctl.sglang_cpu), --no-deps.
+# on CPU nodes (pdctl.sglang_cpu), --no-deps. Installs go through scripts/pip-install.sh (uv when $PDCTL_UV
+# names it, as the Makefile does; pip otherwise).
 set -euo pipefail
 venv=${1:?usage: build.sh VENV [SGLANG_VERSION]}
 version=${2:-0.5.23}
 here=$(cd "$(dirname "$0")" && pwd)
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 python3 -m venv "$venv"
-pip="$venv/bin/pip"
-"$pip" install -q torch==2.13.0 || "$pip" install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
-"$pip" install -q -r "$here/requirements.txt"
-"$pip" install -q --no-deps "sglang==$version" compressed-tensors==0.18.0 apache-tvm-ffi==0.1.11
+pip() { bash "$here/../pip-install.sh" "$venv/bin/python" "$@"; }
+pip -q torch==2.13.0 || pip -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+pip -q -r "$here/requirements.txt"
+pip -q --no-deps "sglang==$version" compressed-tensors==0.18.0 apache-tvm-ffi==0.1.11
 # `nixl` is the import name SGLang uses; its wheel only re-exports nixl_cu12 (and would pull CUDA 13 wheels).
-"$pip" install -q --no-deps nixl==1.5.1
+pip -q --no-deps nixl==1.5.1
 # What SGLang's real server imports (pdctl.sglang_cpu: `launch_server` on CPU nodes), without their own pins.
-"$pip" install -q --no-deps -r "$here/server-requirements.txt"
+pip -q --no-deps -r "$here/server-requirements.txt"
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 rm -rf "$site/torchvision"
 cp -r "$here/stubs/torchvision" "$site/torchvision"

@@ -12,8 +12,13 @@ releases import
 (partial-json-parser, httpx, ...). Then it runs dump.py with PYTHONPATH=<overlay> in the side venv, so each
 release's own `ServerArgs.add_cli_args` builds the parser that is dumped. A module still missing is installed
 into the overlay by its import name and the dump retried (at most MAX_RETRIES times).
-Measured on the 2-core dev machine (shared, warm pip cache): 4 min for the eight releases 0.5.16-0.5.23; the
-28 releases from 0.5.0rc2 took ~45 min with a cold cache (most of it pip downloads).
+A pin the side venv already holds at a version the spec accepts is not installed again: the overlay is first on
+PYTHONPATH, so the side venv's copy is the one imported either way. Installs go through scripts/pip-install.sh
+(uv when $PDCTL_UV names it, as the Makefile does: each wheel unpacked once, the overlays' shared pins linked
+from its cache) and OVERLAY_WORKERS releases are built at once (installs wait on the network and the disk;
+the dumps are SGLang imports, CPU). docs/testing.md has the times on a fresh clone.
+Measured on the 2-core dev machine (shared, warm pip cache, pip, one at a time): 4 min for the eight releases
+0.5.16-0.5.23; the 28 releases from 0.5.0rc2 took ~45 min with a cold cache (most of it pip downloads).
 """
 
 from __future__ import annotations
@@ -23,7 +28,11 @@ import re
 import subprocess
 import sys
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "pdctl" / "sglang" / "flags"
@@ -41,6 +50,8 @@ EXTRAS = ("partial-json-parser", "httpx<1", "httpcore<2", "distro", "jiter", "sn
 IMPORT_SPECS = {"opentelemetry": "opentelemetry-api", "fastapi": "fastapi==0.115.12", "starlette": "starlette==0.46.2"}
 MAX_RETRIES = 16
 COMPLETE = ".pdctl-complete"
+OVERLAY_WORKERS = int(os.environ.get("PDCTL_OVERLAY_WORKERS", "3"))
+PIP_INSTALL = REPO / "scripts" / "pip-install.sh"
 
 
 def side_python() -> str:
@@ -51,8 +62,35 @@ def side_python() -> str:
 
 
 def pip(python: str, target: Path, *specs: str) -> None:
-    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--upgrade", "--target", str(target),
-                    *specs], check=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    if specs:
+        subprocess.run(["bash", str(PIP_INSTALL), python, "-q", "--no-deps", "--upgrade", "--target", str(target),
+                        *specs], check=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+
+
+@cache
+def side_versions(python: str) -> dict[str, str]:
+    """The distributions the side venv PYTHON holds: normalized name -> version."""
+    code = "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
+    import json
+
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    return {re.sub(r"[-_.]+", "-", k).lower(): v for k, v in json.loads(done.stdout).items() if k}
+
+
+def missing(python: str, specs: list[str]) -> list[str]:
+    """SPECS less those the side venv already satisfies (the overlay would only shadow the same thing)."""
+    have = side_versions(python)
+    out = []
+    for spec in specs:
+        try:
+            req = Requirement(spec)
+        except InvalidRequirement:
+            out.append(spec)
+            continue
+        got = have.get(re.sub(r"[-_.]+", "-", req.name).lower())
+        if got is None or req.extras or not req.specifier.contains(got, prereleases=True):
+            out.append(spec)
+    return out
 
 
 def requires(dist_info: Path | zipfile.Path) -> list[str]:
@@ -87,11 +125,10 @@ def overlay(python: str, version: str) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     pip(python, target, f"sglang=={version}")
     reqs = requires(metadata(target, "sglang"))  # type: ignore[arg-type]
-    pip(python, target, *[s for s in (spec_for(reqs, n) for n in PINNED_FROM_WHEEL) if s], *EXTRAS)
+    pip(python, target, *missing(python, [s for s in (spec_for(reqs, n) for n in PINNED_FROM_WHEEL) if s] + [*EXTRAS]))
     tf = metadata(target, "transformers")
     tf_specs = [spec_for(requires(tf), n) for n in ("huggingface-hub", "tokenizers")] if tf else []
-    if any(tf_specs):
-        pip(python, target, *[s for s in tf_specs if s])
+    pip(python, target, *missing(python, [s for s in tf_specs if s]))
     stamp.touch()
     return target
 
@@ -122,13 +159,19 @@ def main(args: list[str]) -> None:
     py = side_python()
     only = "--overlays-only" in args
     versions = [a for a in args if a != "--overlays-only"] or VERSIONS
-    for v in versions:
+
+    def one(v: str) -> None:
         if only and (CACHE / v / COMPLETE).exists():
             print(f"SGLang {v}: overlay {CACHE / v} (built)")
         elif only:
             dump_env_check(py, v)
         else:
             dump(py, v)
+
+    with ThreadPoolExecutor(max_workers=max(1, OVERLAY_WORKERS)) as pool:
+        failed = [f.exception() for f in [pool.submit(one, v) for v in versions] if f.exception() is not None]
+    if failed:
+        sys.exit("\n".join(str(e) for e in failed))
 
 
 def dump_env_check(python: str, version: str) -> None:
