@@ -67,11 +67,15 @@ system-deps:
 
 # make test fails when pytest reports a failure or an error; CI (.ci/run) also sets PDCTL_STRICT_TESTS=1,
 # under which a skipped test fails the run too (tests/conftest.py).
+# Both run on PYTEST_WORKERS pytest-xdist workers (0: in one process); tests/conftest.py keeps each module on one
+# worker and the modules that hold the CPU (real SGLang servers, the parity fleet) on one worker, one at a time.
+PYTEST_WORKERS ?= 2
+PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 test: install sglang-env sglang-overlays
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not e2e"
+	$(BIN)/python -m pytest -q $(PYTEST_XDIST) -m "not e2e"
 
 # ruff; import-linter's layer contracts ([tool.importlinter] in pyproject.toml); vulture's dead code.
 # tests/test_layers.py runs the last two in `make test` too, so CI enforces them.

@@ -6,6 +6,10 @@
   `sglang_stack_python`: the same, when it has the transfer libraries SGLang's stack needs.
 - Strict mode (`PDCTL_STRICT_TESTS=1`, set by .ci/run): a skipped test fails the run. In CI every part
   is installed, so a skip can only hide breakage; the run lists the skips and exits non-zero.
+- Workers (`make test` runs pytest-xdist with `-n 2 --dist loadgroup`): a module's tests stay together on one
+  worker (its module-scoped deployment starts once), and the modules marked `cpu_heavy` (real SGLang servers,
+  whose schedulers busy-poll, and the parity fleet) form one group that runs first, on one worker, one module
+  after another, while the other worker takes the rest, most of which waits on servers rather than computes.
 """
 
 from __future__ import annotations
@@ -58,6 +62,17 @@ def sglang_stack_python(sglang_python: str) -> str:
         pytest.skip(f"{sglang_python} lacks SGLang's transfer libraries (nixl, mooncake): rebuild it with "
                     "`make sglang-env` (scripts/sglang-env/requirements.txt lists them)")
     return sglang_python
+
+
+HEAVY_GROUP = "cpu-heavy"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (it appends them to the node ids)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        heavy = item.get_closest_marker("cpu_heavy") is not None
+        item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP if heavy else item.nodeid.split("::")[0]))
+    items.sort(key=lambda item: item.get_closest_marker("cpu_heavy") is None)  # stable: modules stay together
 
 
 def strict() -> bool:
