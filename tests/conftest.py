@@ -7,7 +7,7 @@
 - Strict mode (`PDCTL_STRICT_TESTS=1`, set by .ci/run): a skipped test fails the run. In CI every part
   is installed, so a skip can only hide breakage; the run lists the skips and exits non-zero.
 - Workers (`make test` runs pytest-xdist with `-n 2 --dist loadgroup`): a module's tests stay together on one
-  worker (its module-scoped deployment starts once), and the modules marked `cpu_heavy` (real SGLang servers,
+  worker (its module-scoped deployment starts once), and the modules in CPU_HEAVY_MODULES (real SGLang servers,
   whose schedulers busy-poll, and the parity fleet) form one group that runs first, on one worker, one module
   after another, while the other worker takes the rest, most of which waits on servers rather than computes.
 """
@@ -64,15 +64,41 @@ def sglang_stack_python(sglang_python: str) -> str:
     return sglang_python
 
 
+# Modules that hold most of the machine's CPU for minutes: real SGLang servers (their schedulers busy-poll) and the
+# parity fleet. Under pytest-xdist they form one group: one worker, one module after another, first.
+CPU_HEAVY_MODULES = (
+    "tests/launch/test_e2e_sglang_cpu.py",
+    "tests/launch/test_e2e_sglang_cpu_gpt_oss.py",
+    "tests/diagnose/test_e2e_sglang.py",
+    "tests/parity/test_parity_floor.py",
+    "tests/parity/test_parity_sglang_stack.py",
+)
 HEAVY_GROUP = "cpu-heavy"
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (it appends them to the node ids)
+def xdist_group(nodeid: str) -> str:
+    """The unit a worker takes whole: the test's module, or the heavy group."""
+    module = nodeid.split("::")[0]
+    return HEAVY_GROUP if module in CPU_HEAVY_MODULES else module
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        heavy = item.get_closest_marker("cpu_heavy") is not None
-        item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP if heavy else item.nodeid.split("::")[0]))
-    items.sort(key=lambda item: item.get_closest_marker("cpu_heavy") is None)  # stable: modules stay together
+    items.sort(key=lambda item: xdist_group(item.nodeid) != HEAVY_GROUP)  # stable: modules stay together
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadgroup` (make test): xdist's own loadgroup reads groups from node ids rewritten by the workers,
+    which pytest 9.2's node ids no longer allow; the groups are computed here from the node ids instead."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid)
+
+    return ModuleGroups(config, log)
 
 
 def strict() -> bool:

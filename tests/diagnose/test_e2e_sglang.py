@@ -33,7 +33,7 @@ from tests.support.net import free_port, wait_for
 from tests.support.orphans import assert_no_orphans
 from tests.support.paths import REPO
 
-pytestmark = [pytest.mark.e2e, pytest.mark.cpu_heavy]
+pytestmark = pytest.mark.e2e
 
 DISAGG_TIMEOUT_S = 15  # SGLang's bootstrap/waiting timeouts here (pdctl's CPU render: 60 s; SGLang's: 300 s)
 

@@ -25,7 +25,7 @@ from tests.support.net import free_port, wait_for
 from tests.support.orphans import assert_no_orphans, group_pids, live_pids, started_records
 from tests.support.paths import DATA, REPO
 
-pytestmark = [pytest.mark.e2e, pytest.mark.cpu_heavy]
+pytestmark = [pytest.mark.e2e]
 
 
 def _with_free_ports(doc: dict, model_path: str) -> dict:

@@ -22,7 +22,7 @@ from tests.support.net import free_port
 from tests.support.orphans import assert_no_orphans
 from tests.support.paths import DATA, REPO
 
-pytestmark = [pytest.mark.e2e, pytest.mark.cpu_heavy]
+pytestmark = [pytest.mark.e2e]
 
 
 def _flat(done: subprocess.CompletedProcess) -> str:

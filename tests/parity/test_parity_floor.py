@@ -37,7 +37,7 @@ from tests.support.parity_fleet import SPLITS, start_fleet
 
 # the first judgement against each reference also measures its baseline (its cold answers, every floor): minutes
 # on a loaded 2-core machine, above the suite's 300 s default; every request has its own timeout (parity.client)
-pytestmark = [pytest.mark.e2e, pytest.mark.cpu_heavy, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 MAX_PROMPT_TOKENS = 300  # page/window/chunk edges, past four windows (145) and past position 256
 CORRUPTIONS = ("swap-heads", "page-shift", "stale-swa", "zero-layer", "fp8", "fp8,from=256")
 

@@ -15,7 +15,7 @@ from pdctl.parity.session import ParityRequest, run_request
 from tests.parity.test_parity_matrix import CHUNK, FULL_CACHE, MAX_PROMPT_TOKENS, SPLITS, assert_parity
 from tests.support.pd import PairSpec, start_pd_pairs
 
-pytestmark = [pytest.mark.e2e, pytest.mark.cpu_heavy]
+pytestmark = pytest.mark.e2e
 CANDIDATES = {f"{split}-{backend}-sglang": (split, backend) for split in SPLITS for backend in ("nixl", "mooncake")}
 
 
