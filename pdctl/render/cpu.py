@@ -6,7 +6,8 @@ What differs from a GPU node, each measured on SGLang 0.5.23 (docs/sglang-on-cpu
   a GPU node's command never gets it;
 - flags: `--device cpu`, torch-native attention and pytorch sampling (no GPU kernels), no grammar backend and no
   warm-up (neither runs offline here), a small static memory fraction and KV pool unless the topology sets
-  them; in PD `--disable-overlap-schedule` (prefill's overlap path records `torch.cuda.Event()`,
+  them, `--sleep-on-idle` (an idle scheduler busy-polls a whole core without it; a CPU node's cores are its
+  compute); in PD `--disable-overlap-schedule` (prefill's overlap path records `torch.cuda.Event()`,
   disaggregation/prefill.py:1496) and on decode `--disaggregation-decode-retraction-backup cpu_tensor` (the
   default host pool calls `torch.cuda.cudart()`, mem_cache/pool_host/common.py:147);
 - environment: SGLANG_USE_CPU_ENGINE=1 (without it `--device cpu` is not SGLang's CPU engine), SGLANG_HOST_IP,
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from pdctl.topology.placement import NodeSlot
 
 CPU_FLAGS = ["--device", "cpu", "--sampling-backend", "pytorch", "--grammar-backend", "none",
-             "--skip-server-warmup"]
+             "--skip-server-warmup", "--sleep-on-idle"]
 ATTENTION_BACKEND = "torch_native"
 MEM_FRACTION_STATIC = 0.05  # of the host's memory: SGLang sizes the KV pool from it
 MAX_TOTAL_TOKENS = 4096

@@ -152,16 +152,24 @@ def test_sglangs_nixl_host_memory_guard_is_the_root_cause_with_its_fix(hetero: d
     prefill_log = Path(record(hetero, "prefill-0")["log"])
     url = record(hetero, "router")["url"]
     body = {"text": "The capital of France is", "sampling_params": {"max_new_tokens": 4, "temperature": 0}}
-    try:
-        answer: requests.Response | Exception = requests.post(url + "/generate", json=body, timeout=300)
+    try:  # the router retries the refused request for minutes: its answer is not waited for, the logs say it all
+        answer: requests.Response | Exception = requests.post(url + "/generate", json=body, timeout=(10, 30))
     except requests.RequestException as exc:
         answer = exc
     assert not (isinstance(answer, requests.Response) and answer.status_code == 200), answer.text
     wait_for(lambda: NIXL_HETERO_TP_HOST in prefill_log.read_text(errors="replace"), timeout=120,
              what="SGLang's NIXL guard in prefill-0's log", detail=lambda: prefill_log.read_text()[-3000:])
-    done = pdctl("diagnose", "--run-dir", str(hetero["run_dir"]), "--json", "-", cwd=hetero["tmp"], timeout=120)
-    doc = json.loads(done.stdout)
-    assert done.returncode == 1, doc
+    seen: list[dict] = []
+
+    def decode_gave_up() -> bool:  # decode waits SGLANG_DISAGGREGATION_WAITING_TIMEOUT for the KV, then says so
+        done = pdctl("diagnose", "--run-dir", str(hetero["run_dir"]), "--json", "-", cwd=hetero["tmp"], timeout=120)
+        assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+        seen[:] = [json.loads(done.stdout)]
+        return any(f["process"] == "decode-0" for f in seen[0]["findings"])
+
+    wait_for(decode_gave_up, timeout=180, interval=2, what="decode-0's finding in pdctl diagnose",
+             detail=lambda: json.dumps(seen, indent=1)[-3000:])
+    doc = seen[0]
     root = doc["findings"][0]
     assert (root["process"], root["signature"]) == ("prefill-0", "sglang-nixl-hetero-tp-host"), doc
     assert "host memory" in root["cause"] and "mooncake" in root["fix"] and "same TP" in root["fix"]

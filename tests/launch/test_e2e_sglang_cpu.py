@@ -20,6 +20,7 @@ import yaml
 
 from pdctl.sglang_cpu import SERVE_MODULE
 from pdctl.sglang_cpu.sidevenv import init_model
+from tests.support.cpu import idle_share
 from tests.support.launch_e2e import generate, pdctl, wait_state
 from tests.support.net import free_port, wait_for
 from tests.support.orphans import assert_no_orphans, group_pids, live_pids, started_records
@@ -81,7 +82,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, sglang_python: str) -> 
         state = wait_state(run_dir, "running", 60)
         reference = json.loads((ref_dir / "state.json").read_text())["processes"][0]["url"]
         yield {"state": state, "run_dir": run_dir, "cwd": tmp, "env": env, "launch": launch_err,
-               "reference": reference}
+               "reference": reference, "ref_dir": ref_dir}
     finally:
         for proc in (pd_proc, ref_proc):
             if proc.poll() is None:
@@ -150,6 +151,15 @@ def test_every_sglang_process_is_in_the_recorded_groups(deployment: dict) -> Non
     assert sum(b"sglang::scheduler" in t for t in titles) == 2, titles
 
 
+def test_an_idle_sglang_server_on_a_cpu_node_sleeps(deployment: dict) -> None:
+    # pdctl renders --sleep-on-idle on CPU nodes: without it an idle scheduler busy-polls a whole core (measured
+    # ~100 %; with it ~1 %). The colocated reference is idle until parity's test sends to it.
+    server = json.loads((deployment["ref_dir"] / "state.json").read_text())["processes"][0]
+    assert b"--sleep-on-idle" in Path(f"/proc/{server['pid']}/cmdline").read_bytes().split(b"\0")
+    share = idle_share({str(pid): pid for pid in group_pids([server])}, 5.0)
+    assert sum(share.values()) < 0.3, share  # of one core, all of the server's processes together
+
+
 def _pdctl(deployment: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pdctl", *args], cwd=deployment["cwd"], capture_output=True,
                           text=True, timeout=900, check=False, env=deployment["env"])
@@ -158,9 +168,10 @@ def _pdctl(deployment: dict, *args: str) -> subprocess.CompletedProcess:
 def test_parity_cold_warm_of_the_pd_deployment_against_a_colocated_real_sglang(deployment: dict) -> None:
     # SGLang's own parity kit: PD vs a non-PD server of the same model. TP1 vs TP1 on the same CPU kernels: the
     # greedy tokens must be identical and every comparison within the tolerance (measured: max |Δ| 0), so the
-    # noise-floor controls are not needed (--no-control: each would resend the suite)
+    # noise-floor controls are not needed (--no-control: each would resend the suite); 8 tokens per prompt, each
+    # scored (a PD generate costs 0.4-1.9 s here)
     done = _pdctl(deployment, "parity", "--run-dir", str(deployment["run_dir"]), "--reference",
-                  deployment["reference"], "--cold", "--warm", "--max-prompt-tokens", "64", "--no-control",
+                  deployment["reference"], "--cold", "--warm", "--max-prompt-tokens", "64", "--max-new-tokens", "8", "--no-control",
                   "--deadline", "600", "--json", "-")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     doc = json.loads(done.stdout)
