@@ -51,3 +51,5 @@ _.mla_compression_ratios, _._mooncake_transfer_engine, _.bootstrap_server
 # tokenizers and transformers read (adaptations, tinymodel)
 init_model_cmd, _.create_module, _.exec_module, _.__path__, _.__pdctl_standin__
 _.supports_host_tensor_indices, _.pre_tokenizer, _.decoder, _.chat_template, _.torch_dtype
+# tests/conftest.py: pytest-xdist's scheduler calls it (the xdist group of a node id)
+_._split_scope

@@ -7,7 +7,7 @@
 - Strict mode (`PDCTL_STRICT_TESTS=1`, set by .ci/run): a skipped test fails the run. In CI every part
   is installed, so a skip can only hide breakage; the run lists the skips and exits non-zero.
 - Workers (`make test` runs pytest-xdist with `-n 2 --dist loadgroup`): a module's tests stay together on one
-  worker (its module-scoped deployment starts once), and the modules in CPU_HEAVY_MODULES (real SGLang servers,
+  worker (its module-scoped deployment starts once), and the modules in GROUPS["cpu-heavy"] (real SGLang servers,
   whose schedulers busy-poll, and the parity fleet) form one group that runs first, on one worker, one module
   after another, while the other worker takes the rest, most of which waits on servers rather than computes.
 """
@@ -20,6 +20,12 @@ from pathlib import Path
 import pytest
 
 STRICT_ENV = "PDCTL_STRICT_TESTS"
+# The CLI's tables are as wide as COLUMNS says, or 160 columns when the output is no terminal (pdctl/cli/console.py).
+# pytest-xdist's workers run with COLUMNS=80 set: the tests' commands (in process and their subprocesses) get the
+# environment of a plain `pytest` run, whatever runs them.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 
 @pytest.fixture(scope="session")
@@ -64,22 +70,32 @@ def sglang_stack_python(sglang_python: str) -> str:
     return sglang_python
 
 
-# Modules that hold most of the machine's CPU for minutes: real SGLang servers (their schedulers busy-poll) and the
-# parity fleet. Under pytest-xdist they form one group: one worker, one module after another, first.
-CPU_HEAVY_MODULES = (
-    "tests/launch/test_e2e_sglang_cpu.py",
-    "tests/launch/test_e2e_sglang_cpu_gpt_oss.py",
-    "tests/diagnose/test_e2e_sglang.py",
-    "tests/parity/test_parity_floor.py",
-    "tests/parity/test_parity_sglang_stack.py",
-)
+# Modules that must not run beside each other under pytest-xdist, by group: each group is one unit of work (one
+# worker, its modules one after another). cpu-heavy: they hold most of the machine's CPU for minutes (real SGLang
+# servers, whose schedulers poll, and the parity fleet); it runs first. slurm: Slurm clusters on this one
+# machine (the system's single-node one and those on namespaced hosts) share its cgroup tree and node names.
+GROUPS = {
+    "cpu-heavy": (
+        "tests/launch/test_e2e_sglang_cpu.py",
+        "tests/launch/test_e2e_sglang_cpu_gpt_oss.py",
+        "tests/diagnose/test_e2e_sglang.py",
+        "tests/parity/test_parity_floor.py",
+        "tests/parity/test_parity_sglang_stack.py",
+    ),
+    "slurm": (
+        "tests/launch/test_slurm.py",
+        "tests/launch/test_slurm_job.py",
+        "tests/launch/test_slurm_multinode.py",
+    ),
+}
 HEAVY_GROUP = "cpu-heavy"
+_GROUP_OF = {module: group for group, modules in GROUPS.items() for module in modules}
 
 
 def xdist_group(nodeid: str) -> str:
-    """The unit a worker takes whole: the test's module, or the heavy group."""
+    """The unit a worker takes whole: the test's group, or else its module."""
     module = nodeid.split("::")[0]
-    return HEAVY_GROUP if module in CPU_HEAVY_MODULES else module
+    return _GROUP_OF.get(module, module)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -102,16 +102,25 @@ def remote_command(argv: list[str], env: dict[str, str] | None = None) -> str:
     return shlex.join([*prefix, *argv])
 
 
+# Until the started process leads its own group (setsid has run), at most GROUP_WAIT_S: a loaded node may run the
+# background job's setsid() some time after `$!` is known, and the record says pgid = pid.
+GROUP_WAIT_S = 10
+_LEADS_GROUP = ('n=0; while [ $n -lt {tries} ] && kill -0 $pid 2>/dev/null && '
+                '[ "$(ps -o pgid= -p $pid | tr -d " ")" != "$pid" ]; do sleep 0.05; n=$((n+1)); done')
+
+
 def start_script(proc: ProcessSpec, log: str) -> str:
     """The remote sh script that starts PROC detached in a new session and prints its pid (= its pgid:
-    setsid in a non-interactive shell's background job does not fork, so the pid leads the new group)."""
+    setsid in a non-interactive shell's background job does not fork, so the pid leads the new group once
+    setsid() has run, which the script waits for)."""
     log_dir = log.rsplit("/", 1)[0] or "/"
     command = shlex.join(["setsid", *proc.launch_argv])
     header = shlex.quote(f"# pdctl: {proc.command}")
     q_log = shlex.quote(log)
     return (
         f"mkdir -p {shlex.quote(log_dir)} && printf '%s\\n' {header} > {q_log} && "
-        f"{{ {command} >> {q_log} 2>&1 < /dev/null & echo $!; }}"
+        f"{{ {command} >> {q_log} 2>&1 < /dev/null & pid=$!; {_LEADS_GROUP.format(tries=GROUP_WAIT_S * 20)}; "
+        "echo $pid; }"
     )
 
 
