@@ -72,8 +72,9 @@ def sglang_stack_python(sglang_python: str) -> str:
 
 # Modules that must not run beside each other under pytest-xdist, by group: each group is one unit of work (one
 # worker, its modules one after another). cpu-heavy: they hold most of the machine's CPU for minutes (real SGLang
-# servers, whose schedulers poll, and the parity fleet); it runs first. slurm: Slurm clusters on this one
-# machine (the system's single-node one and those on namespaced hosts) share its cgroup tree and node names.
+# servers, whose schedulers poll, and the parity fleet); it runs first. hosts: the modules that build Slurm
+# clusters or namespaced "hosts" on this one machine (the same host names, sshd on port 22 in each, the same
+# cgroup tree): test_slurm_multinode.py's job never started while other such modules ran beside it.
 GROUPS = {
     "cpu-heavy": (
         "tests/launch/test_e2e_sglang_cpu.py",
@@ -82,10 +83,16 @@ GROUPS = {
         "tests/parity/test_parity_floor.py",
         "tests/parity/test_parity_sglang_stack.py",
     ),
-    "slurm": (
+    "hosts": (
         "tests/launch/test_slurm.py",
         "tests/launch/test_slurm_job.py",
         "tests/launch/test_slurm_multinode.py",
+        "tests/launch/test_multihost.py",
+        "tests/launch/test_e2e_bottleneck.py",
+        "tests/preflight/test_multihost.py",
+        "tests/preflight/test_scale.py",
+        "tests/preflight/test_transfer_sglang.py",
+        "tests/test_readme_tour.py",
     ),
 }
 HEAVY_GROUP = "cpu-heavy"
