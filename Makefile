@@ -68,7 +68,8 @@ system-deps:
 # make test fails when pytest reports a failure or an error; CI (.ci/run) also sets PDCTL_STRICT_TESTS=1,
 # under which a skipped test fails the run too (tests/conftest.py).
 # Both run on PYTEST_WORKERS pytest-xdist workers (0: in one process); tests/conftest.py keeps each module on one
-# worker and the modules that hold the CPU (real SGLang servers, the parity fleet) on one worker, one at a time.
+# worker, and each of its GROUPS (the modules that hold the CPU; those that build Slurm clusters or namespaced
+# hosts) on one worker, one module at a time.
 PYTEST_WORKERS ?= 2
 PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 test: install sglang-env sglang-overlays

@@ -9,7 +9,8 @@
 - Workers (`make test` runs pytest-xdist with `-n 2 --dist loadgroup`): a module's tests stay together on one
   worker (its module-scoped deployment starts once), and the modules in GROUPS["cpu-heavy"] (real SGLang servers,
   whose schedulers busy-poll, and the parity fleet) form one group that runs first, on one worker, one module
-  after another, while the other worker takes the rest, most of which waits on servers rather than computes.
+  after another, while the other worker takes the rest, most of which waits on servers rather than computes;
+  GROUPS["hosts"] keeps the modules that build Slurm clusters or namespaced hosts one after another too.
 """
 
 from __future__ import annotations

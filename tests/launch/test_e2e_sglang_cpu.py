@@ -171,8 +171,8 @@ def test_parity_cold_warm_of_the_pd_deployment_against_a_colocated_real_sglang(d
     # noise-floor controls are not needed (--no-control: each would resend the suite); 8 tokens per prompt, each
     # scored (a PD generate costs 0.4-1.9 s here)
     done = _pdctl(deployment, "parity", "--run-dir", str(deployment["run_dir"]), "--reference",
-                  deployment["reference"], "--cold", "--warm", "--max-prompt-tokens", "64", "--max-new-tokens", "8", "--no-control",
-                  "--deadline", "600", "--json", "-")
+                  deployment["reference"], "--cold", "--warm", "--max-prompt-tokens", "64", "--max-new-tokens", "8",
+                  "--no-control", "--deadline", "600", "--json", "-")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     doc = json.loads(done.stdout)
     assert doc["ok"] and set(doc["modes"]) == {"cold", "warm"} and doc["reference"] == deployment["reference"]
