@@ -7,8 +7,14 @@ The release ranges come from grepping each released wheel (`pip download --no-de
 
 from __future__ import annotations
 
-from pdctl.diagnose.signature import Signature
-from pdctl.sglang.messages import HYBRID_HETERO_TP_CHECK_SINCE
+from pdctl.diagnose.signature import Signature, words_pattern
+from pdctl.sglang.messages import (
+    HYBRID_HETERO_TP_CHECK_SINCE,
+    KV_DTYPE_CHECK_SINCE,
+    PAGE_SIZE_CHECK_SINCE,
+    kv_dtype_mismatch,
+    page_size_mismatch,
+)
 
 GH = "https://github.com/sgl-project/sglang"
 CONN = "sglang/srt/disaggregation/common/conn.py"
@@ -61,6 +67,21 @@ SIGNATURES = (
         "give prefill and decode the same TP (topology prefill.tp = decode.tp); `pdctl check-compat` rejects it "
         "before launch", "sglang/srt/disaggregation/{nixl,mooncake}/conn.py (maybe_send_extra)",
         "https://github.com/llm-d/llm-d/issues/2433", first=HYBRID_HETERO_TP_CHECK_SINCE),
+    # decode, at its first request to a prefill (CommonKVReceiver.try_ensure_parallel_info): the scheduler raises
+    Signature(
+        "sglang-page-size-mismatch", PD, words_pattern(page_size_mismatch, 2),
+        "prefill and decode page the KV cache differently (--page-size); decode refuses the pair at its first "
+        "request to that prefill",
+        "set one page_size for both roles (server.page_size, no per-role override); `pdctl check-compat` rejects "
+        "it before launch (rule page-size-match)", CONN + " (try_ensure_parallel_info)",
+        first=PAGE_SIZE_CHECK_SINCE),
+    Signature(
+        "sglang-kv-dtype-mismatch", PD, words_pattern(kv_dtype_mismatch, 2),
+        "prefill and decode were given different --kv-cache-dtype strings (auto and bf16 count as different); "
+        "decode refuses the pair at its first request to that prefill",
+        "set one kv_cache_dtype for both roles (server.kv_cache_dtype), spelled the same; `pdctl check-compat` "
+        "rejects it before launch (rule kv-dtype-match)", CONN + " (try_ensure_parallel_info)",
+        first=KV_DTYPE_CHECK_SINCE),
     Signature(
         "sglang-nixl-hetero-tp-host", PD, r"NIXL heterogeneous-TP direct-to-host KV transfer is not",
         "NIXL was asked to write KV between different prefill/decode TP sizes into host memory (DRAM), which "

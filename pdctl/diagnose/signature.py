@@ -11,6 +11,7 @@ is shown but is not a failure on its own (SGLang retracting requests under KV pr
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -22,6 +23,16 @@ COMPONENTS = (
 SEVERITIES = ("error", "warning")
 # the SGLang wheels read for the release ranges (pip download --no-deps sglang==X; see kb_sglang.py)
 OLDEST_READ, NEWEST_READ = "0.4.10", "0.5.23"
+
+
+def words_pattern(message: Callable[..., str], arity: int) -> str:
+    """A regular expression for MESSAGE's words (a function of ARITY values, e.g. pdctl/sglang/messages.py's), any
+    values in their places: SGLang's words keep one source."""
+    holes = [f"\0{i}\0" for i in range(arity)]
+    pattern = re.escape(message(*holes))
+    for hole in holes:
+        pattern = pattern.replace(re.escape(hole), ".+?")
+    return pattern
 
 
 @dataclass(frozen=True)

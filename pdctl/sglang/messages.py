@@ -18,6 +18,11 @@ def page_size_mismatch(prefill: object, decode: object) -> str:
             f"page_size={decode}. Both servers must use the same --page-size value.")
 
 
+# the first releases whose common/conn.py checks them at decode's first request (read off the wheels: 0.5.7 has neither,
+# 0.5.8.post1 and 0.5.9 the page check only)
+PAGE_SIZE_CHECK_SINCE, KV_DTYPE_CHECK_SINCE = "0.5.8", "0.5.10"
+
+
 def kv_dtype_mismatch(prefill: object, decode: object) -> str:
     return (f"KV cache dtype mismatch: prefill server has kv_cache_dtype={prefill}, but decode server has "
             f"kv_cache_dtype={decode}. Both servers must use the same --kv-cache-dtype value.")

@@ -33,7 +33,9 @@ from tests.support.net import free_port, wait_for
 from tests.support.orphans import assert_no_orphans
 from tests.support.paths import REPO
 
-pytestmark = pytest.mark.e2e
+# a real server's start-up takes 17-45 s idle and minutes on a loaded machine: a launch in a fixture may take longer
+# than the suite's default 300 s per phase
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 DISAGG_TIMEOUT_S = 15  # SGLang's bootstrap/waiting timeouts here (pdctl's CPU render: 60 s; SGLang's: 300 s)
 
@@ -79,6 +81,14 @@ def topology(tmp: Path, model: str, **sections: dict) -> Path:
     path = tmp / "topology.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
+
+
+def verdict(tmp: Path, topo: Path) -> list[tuple[str, str]]:
+    """check-compat's failed rules for TOPO, with the stage at which each says SGLang fails."""
+    done = pdctl("check-compat", str(topo), "--json", "-", cwd=tmp)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    return [(f["rule"], f["stage"]) for f in json.loads(done.stdout)["findings"]
+            if not f["ok"] and f["severity"] == "error"]
 
 
 def failed_launch(tmp: Path, topo: Path) -> tuple[subprocess.CompletedProcess, dict]:
@@ -135,6 +145,8 @@ def hetero(tmp_path_factory: pytest.TempPathFactory, model: str) -> Iterator[dic
     timeouts = {"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": str(DISAGG_TIMEOUT_S),
                 "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": str(DISAGG_TIMEOUT_S)}
     topo = topology(tmp, model, nodes={"gpus": 3}, prefill={"tp": 2}, engine={"env": timeouts})
+    # the live agreement matrix's row: check-compat says SGLang fails at the first transfer, not before
+    assert verdict(tmp, topo) == [("nixl-hetero-tp-host-memory", "first transfer")]
     run_dir = tmp / "run"
     done = pdctl("launch", str(topo), "--detach", "--skip-preflight", "--skip-compat", "--run-dir", str(run_dir),
                  "--timeout", "400", cwd=tmp, timeout=900)
@@ -178,3 +190,48 @@ def test_sglangs_nixl_host_memory_guard_is_the_root_cause_with_its_fix(hetero: d
     # the diagnosis says it follows the guard instead of listing it as a second cause
     decode = [f for f in doc["findings"] if f["process"] == "decode-0"]
     assert decode and all(f["follows"] == "prefill-0" for f in decode), doc
+
+
+@pytest.fixture(scope="module")
+def page_mismatch(tmp_path_factory: pytest.TempPathFactory, model: str) -> Iterator[dict]:
+    """Decode page_size 32 against prefill's 16 over NIXL, launched past check-compat."""
+    tmp = tmp_path_factory.mktemp("page-mismatch")
+    topo = topology(tmp, model, decode={"page_size": 32})
+    run_dir = tmp / "run"
+    try:  # a launch cut short (the test's timeout) still leaves nothing behind: down runs on whatever started
+        done = pdctl("launch", str(topo), "--detach", "--skip-preflight", "--skip-compat", "--run-dir",
+                     str(run_dir), "--timeout", "400", cwd=tmp, timeout=900)
+        assert done.returncode == 0, done.stderr[-4000:]  # not refused at start-up
+        yield {"tmp": tmp, "run_dir": run_dir, "topology": topo}
+    finally:
+        resume_and_down(run_dir, tmp)
+        assert_no_orphans(run_dir)
+
+
+def test_a_page_size_mismatch_fails_at_decodes_first_request_where_check_compat_says(page_mismatch: dict) -> None:
+    # the live agreement matrix's handshake row: check-compat refuses decode page_size 32 against prefill 16 at
+    # the handshake; live, SGLang starts both (the fixture's launch past check-compat is healthy) and decode's
+    # scheduler refuses the pair at its first request (common/conn.py::try_ensure_parallel_info raises), which
+    # ends decode
+    tmp, run_dir = page_mismatch["tmp"], page_mismatch["run_dir"]
+    assert verdict(tmp, page_mismatch["topology"]) == [("page-size-match", "handshake")]
+    body = {"text": "The capital of France is", "sampling_params": {"max_new_tokens": 4, "temperature": 0}}
+    try:
+        answer: requests.Response | Exception = requests.post(record(page_mismatch, "router")["url"] + "/generate",
+                                                              json=body, timeout=(10, 120))
+    except requests.RequestException as exc:
+        answer = exc
+    assert not (isinstance(answer, requests.Response) and answer.status_code == 200), answer.text
+    seen: list[dict] = []
+
+    def decode_refused() -> bool:
+        found = pdctl("diagnose", "--run-dir", str(run_dir), "--json", "-", cwd=tmp, timeout=120)
+        seen[:] = [json.loads(found.stdout)] if found.stdout.strip() else []
+        return found.returncode == 1 and any(f["process"] == "decode-0" for f in seen[0]["findings"])
+
+    wait_for(decode_refused, timeout=180, interval=2, what="decode-0's refusal in pdctl diagnose",
+             detail=lambda: json.dumps(seen, indent=1)[-3000:])
+    root = seen[0]["findings"][0]
+    assert (root["process"], root["signature"]) == ("decode-0", "sglang-page-size-mismatch"), seen[0]
+    assert "page_size=16" in root["line"] and "page_size=32" in root["line"], root
+    assert "page-size-match" in root["fix"] and root["releases"] == "SGLang >= 0.5.8"

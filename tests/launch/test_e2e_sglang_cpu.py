@@ -26,7 +26,9 @@ from tests.support.net import free_port, wait_for
 from tests.support.orphans import assert_no_orphans, group_pids, live_pids, started_records
 from tests.support.paths import DATA, REPO
 
-pytestmark = [pytest.mark.e2e]
+# a real server's start-up takes 17-45 s idle and minutes on a loaded machine (the last test launches a second
+# PD pair): longer than the suite's default 300 s per phase
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
 def _with_free_ports(doc: dict, model_path: str) -> dict:
@@ -269,3 +271,43 @@ def test_a_killed_prefill_is_restarted_and_kv_crosses_the_link_again(deployment:
     assert restarted["pid"] != prefill["pid"]
     assert "sglang::scheduler" in " ".join(_children_titles(int(restarted["pid"])))  # SGLang's own, again
     _serves_again(deployment)
+
+
+PROMPTS = ("Natalia sold clips to", "The capital of France is", "Janet's ducks lay 16 eggs per day.")
+
+
+def test_mooncake_tp2_to_tp1_serves_the_colocated_references_tokens(deployment: dict) -> None:
+    # the live agreement matrix's serving row (docs/sglang-on-cpu.md): check-compat passes prefill TP2 -> decode
+    # TP1 over Mooncake (SGLang's head-sliced transfer), and SGLang's own servers then serve it, each routed
+    # greedy generate with exactly the tokens of the colocated TP1 reference. Last in the module: the NIXL pair
+    # goes down first (two PD pairs never run at once on these cores); the fixture's down is then a no-op.
+    _down(deployment["run_dir"], deployment["cwd"])
+    tmp = deployment["cwd"] / "mooncake"
+    tmp.mkdir()
+    model = yaml.safe_load((deployment["run_dir"] / "topology.yaml").read_text())["model"]["path"]
+    doc = _with_free_ports(yaml.safe_load((REPO / "configs" / "local-cpu-sglang-mooncake.yaml").read_text()), model)
+    topo = tmp / "mooncake.yaml"
+    topo.write_text(yaml.safe_dump(doc))
+    verdict = _pdctl(deployment, "check-compat", str(topo), "--json", "-")
+    assert verdict.returncode == 0, verdict.stdout[-3000:] + verdict.stderr[-3000:]
+    plan = json.loads(verdict.stdout)
+    assert plan["ok"] and plan["transfer"]["path"] == "head-slice" and plan["transfer"]["prefill_attn_tp"] == 2
+    run_dir = tmp / ".pdctl" / "runs" / doc["name"]
+    try:
+        done = subprocess.run([sys.executable, "-m", "pdctl", "launch", str(topo), "--detach", "--skip-preflight",
+                               "--timeout", "600"], cwd=tmp, capture_output=True, text=True, timeout=900,
+                              check=False, env=deployment["env"])
+        assert done.returncode == 0, done.stderr[-4000:]
+        state = wait_state(run_dir, "running", 60)
+        tps = {p["role"]: requests.get(p["url"] + "/server_info", timeout=30).json()["tp_size"]
+               for p in state["processes"]}
+        assert tps == {"prefill": 2, "decode": 1}, tps
+        for text in PROMPTS:
+            routed = generate(state["router"]["url"], text, max_new_tokens=8)["output_ids"]
+            plain = generate(deployment["reference"], text, max_new_tokens=8)["output_ids"]
+            assert routed == plain and len(routed) == 8, (text, routed, plain)
+        backends = {requests.get(p["url"] + "/server_info", timeout=30).json()["disaggregation_transfer_backend"]
+                    for p in state["processes"]}
+        assert backends == {"mooncake"}, backends
+    finally:
+        _down(run_dir, tmp)
