@@ -10,8 +10,10 @@ what was started; each record's executor (local, ssh, srun) says whether that pr
 what state (T: stopped by a signal).
 
 Hung: the process runs but its health endpoint (GET url + health_path: /health of a worker, /readiness of
-the router) gives no HTTP answer at all within HEALTH_PROBE_S, and has given none for HANG_AFTER_S (at once
-when the process is stopped, state T). Any HTTP answer, a 503 too, is a process that answers.
+the router) gives no HTTP answer at all within HEALTH_PROBE_S, nor, unless the process is stopped (state T:
+hung at once), within the rest of what that endpoint may take (the record's health_timeout_s: SGLang's /health
+runs a one-token generate and answers within SGLANG_HEALTH_CHECK_TIMEOUT + 5 s however loaded the machine), and
+has given none for HANG_AFTER_S. Any HTTP answer, a 503 too, is a process that answers.
 
 It sits just under the deployment-target resolver (pdctl.target.resolve asks it for a run dir's target) and
 above the executors and run records it reads; `pdctl runs` asks it too (pdctl.launch.runlist).
@@ -34,7 +36,7 @@ from pdctl.errors import CheckFailed
 from pdctl.executors import executor_for
 from pdctl.render.kinds import process_kind
 from pdctl.runs import read_state
-from pdctl.runs.state import all_records
+from pdctl.runs.state import all_records, answers_within
 
 T = TypeVar("T")
 
@@ -146,14 +148,19 @@ def _hung(record: dict[str, Any], clock: HealthClock, hang_after_s: float) -> tu
     HTTP, or has not been silent for HANG_AFTER_S yet and is not stopped)."""
     if not (record.get("url") and record.get("health_path")) or not process_kind(record).http_health:
         return None  # a pod's health is the kubelet's readiness probe (its URL is in-cluster): exit_code reads it
-    asked_at = time.monotonic()
-    silent = clock.unanswered_for(str(record.get("name")), answers(record["url"] + record["health_path"]), asked_at)
+    url, asked_at = record["url"] + record["health_path"], time.monotonic()
+    answered, state = answers(url), None
+    if not answered:
+        try:
+            state = executor_for(record).process_state(record)
+        except Exception:  # noqa: BLE001 -- an unreadable state (ssh down) leaves the silence as the evidence
+            state = None
+        rest = answers_within(record) - HEALTH_PROBE_S  # SGLang's /health runs a generate: late under load
+        if state not in STOPPED_STATES and rest > 0:
+            answered = answers(url, timeout=rest)
+    silent = clock.unanswered_for(str(record.get("name")), answered, asked_at)
     if silent is None:
         return None
-    try:
-        state = executor_for(record).process_state(record)
-    except Exception:  # noqa: BLE001 -- an unreadable state (ssh down) leaves the silence as the evidence
-        state = None
     if state in STOPPED_STATES or silent >= hang_after_s:
         return silent, state
     return None

@@ -207,3 +207,64 @@ def test_a_silent_process_that_is_not_stopped_is_hung_only_after_hang_after_s() 
     assert clock.unanswered_for("decode-0", False, time.monotonic()) >= 12.0  # counted from the first
     assert clock.unanswered_for("decode-0", True, time.monotonic()) is None
     assert clock.unanswered_for("decode-0", False, time.monotonic()) < 1.0  # a new silence
+
+
+SLOW_HEALTH = """
+import sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class Slow(BaseHTTPRequestHandler):
+    def do_GET(self):
+        time.sleep(float(sys.argv[2]))  # SGLang's /health runs a one-token generate: seconds on a loaded machine
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Slow).serve_forever()
+"""
+
+
+def test_a_running_server_whose_health_check_answers_late_is_not_named_hung(tmp_path: Path) -> None:
+    """A real HTTP server whose /health answers only after 5 s, as SGLang's (a generate through the scheduler) does
+    on a loaded machine: with the render's `health_timeout_s` (SGLang: its SGLANG_HEALTH_CHECK_TIMEOUT + 5 s) it is
+    alive for `require_alive`, the watchdog's last look and status; a record without it (a 3 s probe) called the
+    same server hung — the false alarm parity raised against real SGLang under load."""
+    from pdctl.executors.local import proc_stat
+    from pdctl.launch.status import live, run_watch
+    from pdctl.liveness import HealthClock, check_run
+    from pdctl.sglang.facts import health_answers_within
+    from tests.support.net import free_port, wait_for
+
+    run_dir = tmp_path / "run"
+    (run_dir / "logs").mkdir(parents=True)
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-c", SLOW_HEALTH, str(port), "5"], start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: proc_stat(server.pid) is not None and _listening(port), timeout=60,
+                 what="the slow server to listen")
+        record = {"name": "decode-0", "role": "decode", "replica": 0, "node": "local", "pid": server.pid,
+                  "pgid": server.pid, "start_time": proc_stat(server.pid)[2], "executor": "local",
+                  "log": str(run_dir / "logs" / "decode-0.log"), "url": url, "health_path": "/health"}
+
+        def write(rec: dict) -> dict:
+            state = {"topology": "t", "run_dir": str(run_dir), "status": "running", "processes": [rec], "router": {}}
+            (run_dir / "state.json").write_text(json.dumps(state))
+            return state
+
+        write(record)  # the record of an older run (no health_timeout_s): a 3 s probe, the 5 s answer is "hung"
+        (silent,) = check_run(run_dir, clock=HealthClock()).dead
+        assert silent.hung and silent.state != "T", silent
+        state = write(record | {"health_timeout_s": health_answers_within({})})
+        assert check_run(run_dir, clock=HealthClock()).ok  # require_alive's and the last look's rule: one probe
+        row = live(run_dir, state, run_watch(run_dir, state), clock=HealthClock())["processes"][0]
+        assert row["state"] == "healthy", row
+    finally:
+        server.kill()
+        server.wait()
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0

@@ -11,6 +11,7 @@ from typing import Any
 import requests
 
 from pdctl.clip import clip
+from pdctl.runs.state import answers_within
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -53,11 +54,18 @@ def worker_is_healthy(worker: dict[str, Any]) -> bool:
     return True
 
 
-def worker_health(record: dict[str, Any]) -> tuple[bool, str]:
+def answer_within(record: dict[str, Any]) -> float:
+    """Seconds within which RECORD's health endpoint answers (200 or 503) while its HTTP server runs: the
+    record's `health_timeout_s` (SGLang's /health runs a one-token generate: pdctl.sglang.facts), at least
+    PROBE_TIMEOUT_S. A probe of a running process that waited less has not shown that it is silent."""
+    return max(PROBE_TIMEOUT_S, answers_within(record))
+
+
+def worker_health(record: dict[str, Any], *, timeout: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
     """(ok, what) of a running worker record: GET url + health_path; a node rank > 0 of a multi-node
     replica serves no HTTP and counts as healthy while it runs (callers check that it runs)."""
     if record.get("url") and record.get("health_path"):
-        return probe(record["url"] + record["health_path"])
+        return probe(record["url"] + record["health_path"], timeout=timeout)
     return True, "running"
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from pdctl.render.cpu import cpu_env, cpu_flags, is_cpu, module
 from pdctl.render.spec import ProcessSpec, merge_flags, node_ssh, optional_flag, process_name
+from pdctl.sglang.facts import health_answers_within
 from pdctl.sglang.settings import ENV_AITER_LAYOUT, ENV_HND, ENV_STAGING
 from pdctl.sglang.table import FlagTable, load_table
 from pdctl.sglang.versions import choose
@@ -203,6 +204,7 @@ def render_sglang_replica(topo: Topology, role: RoleConfig, placement: ReplicaPl
                 env=env,
                 url=placement.url if head else None,
                 health_path="/health" if head else None,
+                health_timeout_s=health_answers_within(env) if head else None,
                 bind_host=node.address,
                 ports=ports,
                 ssh=node_ssh(node),

@@ -36,6 +36,9 @@ class ProcessSpec:
     env: dict[str, str] = field(default_factory=dict)
     url: str | None = None  # http://host:port for clients (None on node ranks > 0)
     health_path: str | None = None  # "/health" for workers, "/readiness" for the router
+    # seconds within which the health endpoint answers (200 or 503) while the HTTP server runs; None: at once
+    # (pdctl.launch.health.PROBE_TIMEOUT_S). SGLang's /health runs a generate: pdctl.sglang.facts
+    health_timeout_s: float | None = None
     bind_host: str | None = None  # where it binds its ports (port pre-check)
     ports: list[int] = field(default_factory=list)  # ports it binds on its node
     ssh: dict[str, Any] | None = None  # SSHConfig as a dict when the node is remote

@@ -99,6 +99,12 @@ def public(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if not k.startswith("_")}
 
 
+def answers_within(record: dict[str, Any]) -> float:
+    """Seconds within which RECORD's health endpoint answers (200 or 503) while its HTTP server runs, as its render
+    said (`health_timeout_s`: SGLang's /health runs a one-token generate); 0 when it answers at once."""
+    return float(record.get("health_timeout_s") or 0.0)
+
+
 def new_record(proc: ProcessSpec, run_dir: Path) -> dict[str, Any]:
     """The state record of PROC before it starts (pid/pgid are filled in by the executor)."""
     return {
@@ -111,6 +117,7 @@ def new_record(proc: ProcessSpec, run_dir: Path) -> dict[str, Any]:
         "node_rank": proc.node_rank,
         "url": proc.url,
         "health_path": proc.health_path,
+        "health_timeout_s": proc.health_timeout_s,
         "log": log_path(run_dir, proc),
         "executor": proc.executor,
         "ssh": proc.ssh,

@@ -60,3 +60,20 @@ NIXL_IB_DEVICE_PR = "https://github.com/sgl-project/sglang/pull/28737"
 DSA_PAGE = 64
 DSA_PAGE_KPOOL_SINCE = "0.5.22"
 DSA_MODEL_TYPES = frozenset({"deepseek_v32", "deepseek_v3"})
+
+
+# SGLang's /health (and /health_generate) runs a one-token generate through the scheduler and answers 200 once the
+# detokenizer says anything, polling once a second, or 503 after SGLANG_HEALTH_CHECK_TIMEOUT seconds (20 by
+# default; entrypoints/http_server.py, `HEALTH_CHECK_TIMEOUT` and `health_generate`, 0.5.23): a busy or loaded
+# server answers late but answers. A probe that gives up sooner calls a slow server silent.
+HEALTH_CHECK_TIMEOUT_ENV, HEALTH_CHECK_TIMEOUT_S = "SGLANG_HEALTH_CHECK_TIMEOUT", 20
+
+
+def health_answers_within(env: dict[str, str]) -> float:
+    """Seconds within which a running SGLang server with ENV answers GET /health (200 or 503): its own health
+    check's timeout, one poll interval and a margin for the HTTP round trip on a loaded machine."""
+    try:
+        timeout = float(env.get(HEALTH_CHECK_TIMEOUT_ENV, HEALTH_CHECK_TIMEOUT_S))
+    except ValueError:
+        timeout = HEALTH_CHECK_TIMEOUT_S
+    return timeout + 5.0

@@ -21,6 +21,7 @@ from pdctl.sglang.argv import parse_argv
 from pdctl.sglang.table import load_table
 from pdctl.topology import load_topology, load_topology_text
 from tests.support.launch_samples import CONFIGS, SGLANG_BASE
+from tests.support.paths import REPO
 
 
 def sglang_args(argv: list[str]) -> list[str]:
@@ -308,3 +309,14 @@ def test_reference_engine_on_sglang_stack_runs_in_sglangs_interpreter(monkeypatc
     plain = load_topology(CONFIGS[[p.stem for p in CONFIGS].index("local-cpu")])
     assert plain.transfer.stack == "pdctl"
     assert all("--transfer-stack" not in p.argv and "PYTHONPATH" not in p.env for p in render(plain).workers)
+
+
+def test_sglang_workers_are_given_the_time_their_health_check_takes() -> None:
+    # SGLang's /health runs a one-token generate and answers within SGLANG_HEALTH_CHECK_TIMEOUT (20 s by default):
+    # liveness and status wait that long (+5 s) before calling a running worker silent; the router answers at once
+    doc = yaml.safe_load((REPO / "configs" / "local-cpu-sglang.yaml").read_text())
+    plain = render(load_topology_text(yaml.safe_dump(doc)))
+    assert {w.health_timeout_s for w in plain.workers} == {25.0}
+    assert plain.router is not None and plain.router.health_timeout_s is None
+    doc["engine"]["env"] = {"SGLANG_HEALTH_CHECK_TIMEOUT": "40"}
+    assert {w.health_timeout_s for w in render(load_topology_text(yaml.safe_dump(doc))).workers} == {45.0}
