@@ -79,6 +79,12 @@ SPECULATIVE: list[dict[str, Any]] = [
      "speculative-num-draft-tokens": 3},
     {"speculative-algorithm": "NEXTN", "speculative-num-steps": 1, "speculative-eagle-topk": 1,
      "speculative-num-draft-tokens": 2},
+    # tree drafts (top-k > 1) and NGRAM (its top-k defaults to its BFS breadth, 10)
+    {"speculative-algorithm": "EAGLE", "speculative-num-steps": 3, "speculative-eagle-topk": 4,
+     "speculative-num-draft-tokens": 8},
+    {"speculative-algorithm": "NEXTN", "speculative-num-steps": 2, "speculative-eagle-topk": 2,
+     "speculative-num-draft-tokens": 4},
+    {"speculative-algorithm": "NGRAM"},
 ]
 HICACHE: list[dict[str, Any]] = [
     {"enable-hierarchical-cache": True},
@@ -96,7 +102,7 @@ MOE_EXTRAS: list[dict[str, Any]] = [
     {"moe-runner-backend": "flashinfer_trtllm"},
     {"moe-runner-backend": "triton"},
 ]
-ATTENTION_BACKENDS = ["fa3", "flashinfer", "triton", "fa4", "trtllm_mha", "flashmla", "cutlass_mla"]
+ATTENTION_BACKENDS = ["fa3", "flashinfer", "triton", "fa4", "trtllm_mha", "flashmla", "cutlass_mla", "trtllm_mla"]
 
 # Decode-side flag sets users write in PD recipes (args: of the decode role).
 DECODE_EXTRAS: list[dict[str, Any]] = [
@@ -165,8 +171,6 @@ def widen(rng: random.Random, model: str, server: dict[str, Any], prefill: dict[
             role["args"].update(rng.choice(MOE_EXTRAS))
             if rng.random() < 0.5:
                 role["args"]["ep-size"] = role["tp"]
-    if model in MLA and server["kv_cache_dtype"] not in ("auto", "fp8_e4m3"):
-        server["kv_cache_dtype"] = "fp8_e4m3"  # open: trtllm_mla's KV dtypes (above)
     if rng.random() < 0.2:  # speculative decoding: on both roles (a PD recipe), or decode only
         spec = rng.choice(SPECULATIVE)
         for role in (decode, prefill) if rng.random() < 0.7 else (decode,):
