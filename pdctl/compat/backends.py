@@ -10,8 +10,11 @@ arg_groups/speculative_hook.py):
 - a tree draft (EAGLE / EAGLE3 / NEXTN / STANDALONE with top-k > 1) on pages (page size > 1 after the backend's
   own page snap) needs flashinfer, fa3 or triton; with trtllm_mha anywhere it needs top-k 1;
 - NGRAM (its top-k is its BFS breadth, 10 by default) on pages needs flashinfer, and refuses DP attention.
-Where the backend cannot be predicted (GPUs other than Hopper / SM100, DSA models) these rules say nothing
-rather than guess.
+- a DSA model (DeepSeek V3.2) refuses any KV dtype but auto / bf16 / bfloat16 / fp8_e4m3 (overrides.py's DSA
+  KV pass, every release);
+- a hybrid linear-attention model (Qwen3-Next) whose radix cache runs with --mamba-radix-cache-strategy
+  no_buffer needs page size 1, no overlap schedule, no trtllm_mha (mamba_hook.py; server_args.py before 0.5.19).
+Where the backend cannot be predicted (GPUs other than Hopper / SM100) these rules say nothing rather than guess.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 from pdctl.compat.context import BLACKWELL, HOPPER, Context
 from pdctl.compat.effective import EffectiveRole
 from pdctl.compat.findings import Outcome, fired, passed
-from pdctl.sglang import messages
+from pdctl.sglang import facts, messages
 from pdctl.sglang.attention import SM90, SM100, Resolved, resolve
 
 FP4_TRTLLM_MLA_UNTIL = "0.5.21"  # fp4_e2m1 left trtllm_mla's KV dtypes then
@@ -38,8 +41,11 @@ def _arch(kind: str) -> str | None:
 def _resolved(ctx: Context, role: EffectiveRole) -> list[tuple[str, Resolved]]:
     """(GPU kind, what SGLang resolves there) for each GPU kind of ROLE the prediction covers."""
     out = []
+    dsa_page = None
+    if ctx.spec.dsa:
+        dsa_page = facts.DSA_PAGE * (ctx.spec.index_kpool if ctx.since(facts.DSA_PAGE_KPOOL_SINCE) else 1)
     for kind in ctx.gpu_kinds(role):
-        got = resolve(ctx.eff.version.parsed, _arch(kind), ctx.mla, ctx.spec.model_type, ctx.spec.dsa, role.values)
+        got = resolve(ctx.eff.version.parsed, _arch(kind), ctx.mla, ctx.spec.model_type, dsa_page, role.values)
         if got is not None:
             out.append((kind, got))
     return out
@@ -120,3 +126,47 @@ def speculative_backend(ctx: Context) -> Outcome:
                 return fired(f"{role.name}: {' '.join(said)} ({_backend_words(res, kind)}, page size "
                              f"{res.page_size}; {ctx.version_words})")
     return passed("no speculative top-k above 1 on pages with a backend SGLang refuses for it")
+
+
+DSA_KV_DTYPES = ("auto", "bf16", "bfloat16", "fp8_e4m3")
+
+
+def dsa_kv_dtype(ctx: Context) -> Outcome:
+    """DeepSeek's DSA models run bf16 or fp8_e4m3 KV only: SGLang asserts so at start-up."""
+    if not ctx.sglang or not ctx.spec.dsa:
+        return passed("not a DSA model on SGLang")
+    bad = [r for r in ctx.roles() if r.kv_cache_dtype not in DSA_KV_DTYPES]
+    if bad:
+        return fired(f"{bad[0].name}: {messages.DSA_KV_DTYPE} (kv_cache_dtype {bad[0].kv_cache_dtype})")
+    return passed("a DSA model with bf16 / fp8_e4m3 KV")
+
+
+def _radix_on(role: EffectiveRole) -> bool:
+    if role.get("disable_radix_cache", False):
+        return False
+    return role.name != "decode" or bool(role.get("disaggregation_decode_enable_radix_cache", False))
+
+
+def _no_buffer_refusals(ctx: Context, role: EffectiveRole) -> list[str]:
+    if str(role.get("mamba_radix_cache_strategy", "auto")) != "no_buffer" or not _radix_on(role):
+        return []
+    said = []
+    if role.page_size not in (1, None):
+        said.append(messages.MAMBA_NO_BUFFER_PAGE)
+    if not role.get("disable_overlap_schedule", False):
+        said.append(messages.MAMBA_NO_BUFFER_OVERLAP)
+    if any(res.attention_backend == "trtllm_mha" for _, res in _resolved(ctx, role)):
+        said.append(messages.MAMBA_NO_BUFFER_TRTLLM_MHA)
+    return said
+
+
+def mamba_no_buffer(ctx: Context) -> Outcome:
+    """A hybrid linear-attention model's radix cache with the no_buffer mamba strategy: page size 1, overlap
+    schedule off, no trtllm_mha, or SGLang asserts at start-up."""
+    if not ctx.sglang or not ctx.spec.hybrid_linear:
+        return passed("not a hybrid linear-attention model on SGLang")
+    for role in ctx.roles():
+        said = _no_buffer_refusals(ctx, role)
+        if said:
+            return fired(f"{role.name}: {' '.join(said)} ({ctx.version_words})")
+    return passed("no mamba no_buffer radix cache it refuses")

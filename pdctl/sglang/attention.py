@@ -15,7 +15,8 @@ arg_groups/overrides.py), in the order SGLang runs them:
    model with top-k <= 1 -> 128. An unset page size is 1 after them (`_page_size_default` on CUDA).
 The speculative hook runs after these and judges their result (pdctl/compat/backends.py).
 Not modelled (None: check-compat says nothing rather than guess): GPUs other than Hopper / SM100 (CPU, unknown),
-models with attention sinks or unequal K/V widths (triton / fa4 defaults), Whisper, DSA models (their own page).
+models with attention sinks or unequal K/V widths (triton / fa4 defaults), Whisper. DSA models (DeepSeek V3.2):
+the dsa backend and the page size SGLang sets for them, whatever the flags say.
 """
 
 from __future__ import annotations
@@ -88,14 +89,20 @@ def _snap_page(backends: set[str], page: int | None, arch: str, mla: bool, topk:
     return 1 if page is None else int(page)
 
 
-def resolve(version: Version, arch: str | None, mla: bool, model_type: str | None, dsa: bool,
+def resolve(version: Version, arch: str | None, mla: bool, model_type: str | None, dsa_page: int | None,
             values: Mapping[str, Any]) -> Resolved | None:
     """VERSION: the judged release (parsed). VALUES: one role's parsed SGLang flags (argparse dests). ARCH: sm90 (H100/H200) or sm100 (B200/GB200/
-    GB300); anything else -> None, as for DSA models (not modelled)."""
-    if arch not in (SM90, SM100) or dsa:
+    GB300); anything else -> None. DSA_PAGE: a DSA model's page size (deepseek_v2.py sets it, 64 x index_kpool
+    since 0.5.22), None for other models."""
+    if arch not in (SM90, SM100):
         return None
     attn, pre, dec = (values.get(k) for k in ("attention_backend", "prefill_attention_backend",
                                               "decode_attention_backend"))
+    if dsa_page is not None:  # deepseek_v2.py: the dsa backend unless one is named, and its own page size
+        named = attn is None and pre is None and dec is None
+        return Resolved(attention_backend="dsa" if named else str(attn or pre or dec),
+                        decode_attention_backend=dec, prefill_attention_backend=pre, page_size=dsa_page,
+                        why="SGLang's choice for a DSA model" if named else "set")
     algorithm = values.get("speculative_algorithm")
     topk = values.get("speculative_eagle_topk")
     page = values.get("page_size")

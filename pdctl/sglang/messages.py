@@ -356,3 +356,12 @@ def ngram_page_backend(topk: int, page_size: int) -> str:
 
 
 NGRAM_DP_ATTENTION = "Currently ngram speculative decoding does not support dp attention."
+DSA_KV_DTYPE = "DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype"  # overrides.py, 0.5.16-0.5.23
+# mamba_hook.py::validate_mamba_no_buffer (server_args.py before 0.5.19)
+MAMBA_NO_BUFFER_PAGE = "no_buffer only supports page_size=1."
+MAMBA_NO_BUFFER_OVERLAP = "no_buffer do not support overlap schedule. Try to set disable_overlap_schedule=True."
+MAMBA_NO_BUFFER_TRTLLM_MHA = "no_buffer do not support trtllm_mha attention backend."
+# validation_hook.py 0.5.21+: PP with (EAGLE) speculative decoding outside a PD prefill
+PP_MTP_PREFILL_ONLY = ("PP + speculative decoding (MTP) is only supported on prefill nodes "
+                       "(disaggregation-mode=prefill)")
+PP_SPEC_ENV_PD = "SGLANG_ENABLE_PP_SPEC is not compatible with --disaggregation-mode"
