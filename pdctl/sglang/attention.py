@@ -5,7 +5,7 @@ arg_groups/model_overrides/deepseek_v2.py, model_override_base.py::get_default_a
 `_attention_backend_default` and page-size passes; 0.5.16-0.5.18: the same code in server_args.py and
 arg_groups/overrides.py), in the order SGLang runs them:
 1. the model's override: DeepSeek V3 / R1 (and the MLA models that share its class) on SM100 with no attention
-   backend named -> trtllm_mla;
+   backend named -> trtllm_mla; GPT-OSS -> fa3 on Hopper, trtllm_mha on SM100;
 2. the default (`get_default_attn_backend`): MHA models -> fa3 on Hopper and trtllm_mha on SM100 when there is
    no speculative top-k above 1 (top-k 1 only with page size 1), flashinfer otherwise; MLA models -> fa3 on
    Hopper, flashinfer on SM100. The top-k it reads is the one on the command line: NGRAM's (its BFS breadth) and
@@ -15,7 +15,8 @@ arg_groups/overrides.py), in the order SGLang runs them:
    model with top-k <= 1 -> 128. An unset page size is 1 after them (`_page_size_default` on CUDA).
 The speculative hook runs after these and judges their result (pdctl/compat/backends.py).
 Not modelled (None: check-compat says nothing rather than guess): GPUs other than Hopper / SM100 (CPU, unknown),
-models with attention sinks or unequal K/V widths (triton / fa4 defaults), Whisper. DSA models (DeepSeek V3.2):
+models with attention sinks or unequal K/V widths (triton / fa4 defaults), Whisper, and the other model classes
+with a backend override of their own (Nemotron-H, MiniMax M3, Kimi K3...): they get the generic default here. DSA models (DeepSeek V3.2):
 the dsa backend and the page size SGLang sets for them, whatever the flags say.
 """
 
@@ -30,6 +31,8 @@ from pdctl.sglang.versions import Version, release
 # The model classes whose override picks trtllm_mla on SM100 (deepseek_v2.py's registry, non-DSA arm), by the
 # config.json model_type they carry: DeepSeek V3 / R1 / V3.1 and Kimi K2 (DeepseekV3ForCausalLM).
 TRTLLM_MLA_DEFAULT_TYPES = frozenset({"deepseek_v3", "kimi_k2"})
+# Model classes whose override names the backend per GPU whatever speculative decoding does (gpt_oss.py).
+OWN_DEFAULT: dict[str, dict[str, str]] = {"gpt_oss": {"sm90": "fa3", "sm100": "trtllm_mha"}}
 TRTLLM_MHA_PAGES = (16, 32, 64)  # 128 joined in 0.5.17
 TRTLLM_MHA_PAGES_0_5_17 = (16, 32, 64, 128)
 SM90, SM100 = "sm90", "sm100"
@@ -110,6 +113,8 @@ def resolve(version: Version, arch: str | None, mla: bool, model_type: str | Non
     if attn is None and pre is None and dec is None and arch == SM100 and mla \
             and str(model_type or "") in TRTLLM_MLA_DEFAULT_TYPES:
         attn, why = "trtllm_mla", "SGLang's choice for DeepSeek V3 on Blackwell (SM100)"
+    if attn is None and pre is None and dec is None and str(model_type or "") in OWN_DEFAULT:
+        attn, why = OWN_DEFAULT[str(model_type)][arch], f"SGLang's choice for {model_type}"
     if pre is not None and pre == dec:
         attn = pre
     elif attn is None:
