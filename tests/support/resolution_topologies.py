@@ -80,7 +80,6 @@ MODELS["deepseek-v3.2"] = {**MODELS["deepseek-v3"], "architectures": ["DeepseekV
                            "model_type": "deepseek_v32", "index_head_dim": 128, "index_n_heads": 64,
                            "index_topk": 2048}
 MOE = {"qwen3-30b-a3b", "deepseek-v3", "qwen3-next-80b-a3b", "deepseek-v3.2"}
-MLA = {"deepseek-v3", "deepseek-v3.2"}
 HYBRID_LINEAR = {"qwen3-next-80b-a3b"}
 
 # Flag sets of the resolution hooks PD recipes reach (DP attention, speculative decoding, HiCache / HiSparse,
