@@ -11,13 +11,15 @@ arg_groups/overrides.py), in the order SGLang runs them:
    Hopper, flashinfer on SM100. The top-k it reads is the one on the command line: NGRAM's (its BFS breadth) and
    EAGLE's auto-chosen one are set later, by the speculative hook;
 3. the page-size snaps (`_mla_backend_page_constraints`, `_fa4_page_constraint`): flashmla -> 64; trtllm_mla
-   outside 32 / 64 -> 64; cutlass_mla (a choice until 0.5.19) -> 128; trtllm_mha outside 16 / 32 / 64 (/ 128 since 0.5.17) -> 64; fa4 on SM100 for a non-MLA
-   model with top-k <= 1 -> 128. An unset page size is 1 after them (`_page_size_default` on CUDA).
+   outside 32 / 64 -> 64; cutlass_mla (a choice until 0.5.19) -> 128; trtllm_mha outside 16 / 32 / 64 (/ 128
+   since 0.5.17) -> 64; fa4 on SM100 for a non-MLA model with top-k <= 1 -> 128. An unset page size is 1 after
+   them (`_page_size_default` on CUDA); then fa3 falls back to triton for fp8_e5m2 KV.
 The speculative hook runs after these and judges their result (pdctl/compat/backends.py).
-Not modelled (None: check-compat says nothing rather than guess): GPUs other than Hopper / SM100 (CPU, unknown),
-models with attention sinks or unequal K/V widths (triton / fa4 defaults), Whisper, and the other model classes
-with a backend override of their own (Nemotron-H, MiniMax M3, Kimi K3...): they get the generic default here. DSA models (DeepSeek V3.2):
-the dsa backend and the page size SGLang sets for them, whatever the flags say.
+DSA models (DeepSeek V3.2): the dsa backend unless one is named, on the page size SGLang sets for them.
+Not modelled: GPUs other than Hopper / SM100 (CPU, SM120: None, check-compat says nothing rather than guess);
+models with attention sinks other than GPT-OSS or unequal K/V widths (triton / fa4 defaults), Whisper, and the
+other model classes with a backend override of their own (Nemotron-H, MiniMax M3, Kimi K3...): they get the
+generic default here.
 """
 
 from __future__ import annotations
