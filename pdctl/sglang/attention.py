@@ -105,7 +105,9 @@ def resolve(version: Version, arch: str | None, mla: bool, model_type: str | Non
                                               "decode_attention_backend"))
     if dsa_page is not None:  # deepseek_v2.py: the dsa backend unless one is named, and its own page size
         named = attn is None and pre is None and dec is None
-        return Resolved(attention_backend="dsa" if named else str(attn or pre or dec),
+        if not named and attn is None:  # only per-phase backends named: both the same, or the MLA default
+            attn = pre if pre is not None and pre == dec else default_backend(arch, True, None, None, None, version)
+        return Resolved(attention_backend="dsa" if named else str(attn),
                         decode_attention_backend=dec, prefill_attention_backend=pre, page_size=dsa_page,
                         why="SGLang's choice for a DSA model" if named else "set")
     algorithm = values.get("speculative_algorithm")

@@ -38,6 +38,8 @@ def test_model_overrides():
     assert res(SM100, {**EAGLE4}, model_type="gpt_oss").attention_backend == "trtllm_mha"
     dsa = res(SM90, {"page_size": 1}, mla=True, model_type="deepseek_v32", dsa_page=64)
     assert (dsa.attention_backend, dsa.page_size) == ("dsa", 64)
+    named = res(SM90, {"decode_attention_backend": "flashmla"}, mla=True, model_type="deepseek_v32", dsa_page=64)
+    assert (named.attention_backend, named.decode_attention_backend) == ("fa3", "flashmla")
 
 
 def test_named_backends_and_their_pages():
