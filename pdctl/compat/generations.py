@@ -15,6 +15,7 @@ from pdctl.compat.context import BLACKWELL, HOPPER, Context
 from pdctl.compat.effective import EffectiveRole
 from pdctl.compat.findings import Outcome, fired, passed
 from pdctl.sglang import incidents, messages
+from pdctl.sglang.attention import SM100, resolve
 from pdctl.sglang.versions import at_least
 
 GENERATIONS = {**{k: "Hopper (SM90)" for k in HOPPER}, **{k: "Blackwell (SM100)" for k in BLACKWELL}, "cpu": "CPU"}
@@ -22,6 +23,7 @@ GENERATIONS = {**{k: "Hopper (SM90)" for k in HOPPER}, **{k: "Blackwell (SM100)"
 TRTLLM_MHA_PAGES = (16, 32, 64)
 TRTLLM_MHA_PAGES_0_5_17 = (16, 32, 64, 128)
 TRTLLM_MHA_DEFAULT_SINCE = "0.5.10"  # get_default_attn_backend: trtllm_mha on SM100 for MHA models
+PREDICTED_SINCE = "0.5.16"  # the releases pdctl/sglang/attention.py was read off (and checked against)
 
 
 def _generations(ctx: Context) -> dict[str, set[str]]:
@@ -52,6 +54,9 @@ def _trtllm_mha(ctx: Context, role: EffectiveRole) -> str | None:
         return "attention_backend trtllm_mha"
     if (not role.attention_backends and set(ctx.gpu_kinds(role)) & BLACKWELL
             and at_least(ctx.eff.version, TRTLLM_MHA_DEFAULT_SINCE)):
+        chosen = resolve(ctx.eff.version.parsed, SM100, False, ctx.spec.model_type, None, role.values)
+        if at_least(ctx.eff.version, PREDICTED_SINCE) and chosen is not None and chosen.attention_backend != "trtllm_mha":
+            return None  # a speculative tree (or NGRAM): SGLang picks flashinfer there (pdctl/sglang/attention.py)
         return "Blackwell, where SGLang picks trtllm_mha for this model"
     return None
 

@@ -14,7 +14,8 @@ against each release's own resolution. HiSparse (hisparse_hook.py, 0.5.16-0.5.23
 (config.json's `index_topk`), DeepSeek V4, or (since 0.5.21) MiniMax M3, and refuses it with decode's radix
 cache (pd_disaggregation_hook.py, every release). Pipeline parallelism with speculative
 decoding (validation: server_args.py, then validation_hook.py): refused for every algorithm on 0.5.16-0.5.20 (off
-NPU), for all but EAGLE (NEXTN is EAGLE by then; DSPARK on prefill) from 0.5.21.
+NPU), for all but EAGLE (NEXTN is EAGLE by then; DSPARK on prefill) from 0.5.21, and EAGLE itself only on a PD
+prefill from 0.5.21 (validation_hook.py: "PP + speculative decoding (MTP) is only supported on prefill nodes").
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pdctl.compat.context import Context
 from pdctl.compat.effective import EffectiveRole
 from pdctl.compat.findings import Outcome, fired, passed
 from pdctl.sglang import messages
+from pdctl.sglang.settings import env_bool
 
 
 def eplb_ep_size(ctx: Context) -> Outcome:
@@ -111,10 +113,17 @@ def _pp_spec_refused(ctx: Context, role: EffectiveRole) -> str | None:
         return messages.PP_NO_SPECULATIVE
     algo = str(algo).upper()
     if algo in ("EAGLE", "NEXTN") and not role.get("enable_multi_layer_eagle", False):
-        return None
+        return _pp_spec_mode(role)
     if algo == "DSPARK" and role.name == "prefill":
         return None
     return messages.PP_EAGLE_ONLY
+
+
+def _pp_spec_mode(role: EffectiveRole) -> str | None:
+    """0.5.21+: PP with EAGLE runs on a PD prefill; with SGLANG_ENABLE_PP_SPEC, on a colocated server only."""
+    if env_bool(role.env, "SGLANG_ENABLE_PP_SPEC"):
+        return messages.PP_SPEC_ENV_PD if role.name in ("prefill", "decode") else None
+    return None if role.name == "prefill" else messages.PP_MTP_PREFILL_ONLY
 
 
 def pp_speculative(ctx: Context) -> Outcome:

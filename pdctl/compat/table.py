@@ -9,6 +9,7 @@ topology (they are about one server, not a PD pair). The stage is where SGLang f
 from __future__ import annotations
 
 from pdctl.compat import (
+    backends,
     capacity,
     decode_cache,
     dp,
@@ -137,6 +138,24 @@ RULES: list[Rule] = [
     Rule("pp-speculative", "error", ARGS, hooks.pp_speculative,
          "pp: 1 with speculative decoding, or (SGLang >= 0.5.21) EAGLE / NEXTN",
          "pipeline parallelism with speculative decoding the release refuses (any before 0.5.21, non-EAGLE since)",
+         colocated=True),
+    Rule("attention-backend-args", "error", ARGS, backends.attention_backend_args,
+         "kv_cache_dtype fp8_e4m3 (or auto / bf16) with trtllm_mla, or name another attention backend "
+         "(flashinfer); trtllm_mla only on gb300 / gb200 / b200, trtllm_mha prefill on Hopper from SGLang 0.5.19",
+         "trtllm_mla (named, or SGLang's choice for DeepSeek V3 on Blackwell) on Hopper or with a KV dtype it "
+         "refuses; trtllm_mha prefill on Hopper before 0.5.19", colocated=True),
+    Rule("dsa-kv-dtype", "error", ARGS, backends.dsa_kv_dtype,
+         "kv_cache_dtype fp8_e4m3 (or auto / bf16) for a DSA model",
+         "a DSA model (DeepSeek V3.2) with a KV dtype other than bf16 / fp8_e4m3", colocated=True),
+    Rule("mamba-no-buffer", "error", ARGS, backends.mamba_no_buffer,
+         "drop mamba-radix-cache-strategy no_buffer (let SGLang choose), or page_size 1 with "
+         "disable-overlap-schedule and another attention backend than trtllm_mha",
+         "a hybrid linear-attention model's radix cache with the no_buffer strategy SGLang refuses",
+         colocated=True),
+    Rule("speculative-backend", "error", ARGS, backends.speculative_backend,
+         "page_size 1, speculative-eagle-topk 1, or attention_backend flashinfer (NGRAM: flashinfer, no DP "
+         "attention)",
+         "speculative top-k > 1 on pages with an attention backend SGLang refuses for it; NGRAM with DP attention",
          colocated=True),
     Rule("unified-memory-backend", "error", ARGS, memory.unified_memory_backend,
          "use transfer.backend: mooncake with protocol: rdma, or unified_memory: false",

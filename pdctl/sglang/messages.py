@@ -327,3 +327,46 @@ def spec_decode_radix(algorithm: str) -> str:
 OFFLOAD_KVCACHE_HOST_POOL = ("The arguments disaggregation-decode-enable-offload-kvcache and "
                              "disaggregation-decode-retraction-backup=host_pool are mutually exclusive: "
                              "both build a decode host pool.")
+
+
+# The attention backend SGLang resolves, read at start-up (arg_groups/overrides.py, speculative_hook.py: every
+# release 0.5.16-0.5.23; fp4_e2m1 left trtllm_mla's KV dtypes in 0.5.21).
+TRTLLM_MLA_NEEDS_BLACKWELL = ("TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x). "
+                              "Please use a different backend.")
+
+
+def trtllm_mla_kv_dtype(fp4: bool) -> str:
+    """overrides.py::_mla_kv_cache_dtype_checks: FP4 says whether the release still lists fp4_e2m1."""
+    dtypes = "fp8_e4m3, fp4_e2m1, bf16, or auto" if fp4 else "fp8_e4m3, bf16, or auto"
+    return f"TensorRT-LLM MLA backend only supports kv-cache-dtype of {dtypes}."
+
+
+# server_args.py 0.5.16-0.5.18 (SM90 joined in 0.5.19's attention_hook.py)
+TRTLLM_MHA_PREFILL_BLACKWELL = ("TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100). "
+                                "Please use a different prefill backend.")
+TRTLLM_MHA_TOPK_ONE = "trtllm_mha backend only supports topk = 1 for speculative decoding."
+
+
+def spec_tree_page_backend(backends: tuple[str, ...], backend: str) -> str:
+    """speculative_hook.py::_handle_eagle_family: a tree draft (top-k > 1) on pages needs a cascade backend."""
+    return (f"speculative_eagle_topk > 1 with page_size > 1 is only supported on {backends}; got "
+            f"attention_backend={backend!r}. Use page_size == 1 or one of those backends.")
+
+
+def ngram_page_backend(topk: int, page_size: int) -> str:
+    """speculative_hook.py::_handle_ngram: NGRAM's top-k is its BFS breadth."""
+    return (f"speculative_eagle_topk({topk}) > 1 with page_size({page_size}) > 1 is unstable and produces "
+            "incorrect results for paged attention backends. This combination is only supported for the "
+            "'flashinfer' backend.")
+
+
+NGRAM_DP_ATTENTION = "Currently ngram speculative decoding does not support dp attention."
+DSA_KV_DTYPE = "DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype"  # overrides.py, 0.5.16-0.5.23
+# mamba_hook.py::validate_mamba_no_buffer (server_args.py before 0.5.19)
+MAMBA_NO_BUFFER_PAGE = "no_buffer only supports page_size=1."
+MAMBA_NO_BUFFER_OVERLAP = "no_buffer do not support overlap schedule. Try to set disable_overlap_schedule=True."
+MAMBA_NO_BUFFER_TRTLLM_MHA = "no_buffer do not support trtllm_mha attention backend."
+# validation_hook.py 0.5.21+: PP with (EAGLE) speculative decoding outside a PD prefill
+PP_MTP_PREFILL_ONLY = ("PP + speculative decoding (MTP) is only supported on prefill nodes "
+                       "(disaggregation-mode=prefill)")
+PP_SPEC_ENV_PD = "SGLANG_ENABLE_PP_SPEC is not compatible with --disaggregation-mode"

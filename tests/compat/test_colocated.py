@@ -27,7 +27,9 @@ COLOCATED_RULES = {"heads-divisible", "mxfp8-gpu", "attention-backend-gpu", "pla
                    # field incidents about one server: its KV pool at model load, DP attention's MoE combine
                    "kv-capacity", "dp-attention-corruption",
                    # start-up refusals of one server's resolution (pdctl/compat/hooks.py): not about the PD pair
-                   "hicache-radix", "eplb-ep-size", "hisparse-model", "pp-speculative"}
+                   "hicache-radix", "eplb-ep-size", "hisparse-model", "pp-speculative",
+                   # ... and those on the attention backend it resolves, the DSA KV dtype, mamba's strategy
+                   "attention-backend-args", "speculative-backend", "dsa-kv-dtype", "mamba-no-buffer"}
 
 
 def errors(topo, spec) -> set[str]:

@@ -179,6 +179,11 @@ def test_trtllm_page_rewrite_breaks_the_handshake_only_across_generations():
     assert "128" not in fires("mixed-gpu-page-size", engine={"version": "0.5.16"}, nodes=MIXED,
                               server={"page_size": 128}).split("changing")[0].split("page_size of")[1]
     passes("mixed-gpu-page-size", nodes=MIXED, server={"page_size": 128})  # 0.5.17+ takes 128
+    tree = {"args": {"speculative-algorithm": "EAGLE", "speculative-num-steps": 3, "speculative-eagle-topk": 4,
+                     "speculative-num-draft-tokens": 8}}  # SGLang's default for a tree draft is flashinfer
+    llama = {"path": "meta-llama/Llama-3.1-8B-Instruct", "preset": "llama-3.1-8b"}
+    passes("mixed-gpu-page-size", model=llama, nodes=MIXED, server={"page_size": 8}, prefill=tree, decode=tree)
+    fires("mixed-gpu-page-size", model=llama, nodes=MIXED, server={"page_size": 8})
     passes("mixed-gpu-page-size", model={"path": "x", "preset": "deepseek-v3"}, nodes=[
         {**MIXED[0], "gpu": "h200", "gpus": 8}, {**MIXED[1], "gpus": 8}], prefill={"tp": 8}, decode={"tp": 8},
         server={"page_size": 8}, transfer={"backend": "mooncake"})  # MLA: flashinfer on Blackwell, no rewrite

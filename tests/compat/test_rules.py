@@ -138,8 +138,10 @@ def test_non_swa_model_exempts_swa_rules():
 
 
 def test_mla_unequal_tp_passes_and_staging_ok_without_mla():
+    # flashinfer named: SGLang's own choice for DeepSeek V3 on Blackwell, trtllm_mla, refuses mxfp8 KV
     topo, spec = make(model={"path": "deepseek-ai/DeepSeek-V3", "preset": None}, nodes=gpu("gb300", 8, 8),
-                      prefill={"tp": 8}, decode={"tp": 4}, server={"kv_cache_dtype": "mxfp8"})
+                      prefill={"tp": 8}, decode={"tp": 4},
+                      server={"kv_cache_dtype": "mxfp8", "attention_backend": "flashinfer"})
     assert spec.mla and failed(topo, spec) == set()
 
 

@@ -54,7 +54,8 @@ def differential(version: str, oracle: Oracle, n: int, root: Path) -> dict[str, 
         out["refused"] += len(refusals)
         findings = evaluate(d["deployment"], d["spec"])
         ours = [f for f in findings if f.is_error and f.stage == ARGS]
-        shape = (d["doc"]["nodes"][0]["gpu"], d["doc"]["server"], d["doc"]["prefill"], d["doc"]["decode"])
+        shape = (Path(d["doc"]["model"]["path"]).name, d["doc"]["nodes"][0]["gpu"], d["doc"]["server"],
+                 d["doc"]["prefill"], d["doc"]["decode"])
         if refusals and not ours:
             out["false_pass"].append((shape, refusals))
         elif ours and not refusals:

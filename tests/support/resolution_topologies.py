@@ -1,6 +1,6 @@
 """A seeded generator of realistic PD topologies for the start-up differential (tests/sglang/test_resolution.py).
 
-Each draw is a real pdctl topology (models: dense GQA, MoE, MLA x GPUs x transfer backends x the flags users set
+Each draw is a real pdctl topology (models: dense GQA, MoE, MLA, DSA, hybrid linear attention x GPUs x transfer backends x the flags users set
 in PD: TP, PP, DP attention, MoE / EP backends, speculative decoding, page size, KV dtype and layout, attention
 backends, chunked prefill, memory fraction, CUDA-graph settings, radix and offload on decode, HiCache /
 HiSparse, retraction backup), rendered by pdctl; the per-role command lines of that deployment are what
@@ -64,14 +64,28 @@ MODELS: dict[str, dict[str, Any]] = {
                     "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
                                             "weight_block_size": [128, 128]}},
 }
-MOE = {"qwen3-30b-a3b", "deepseek-v3"}
-MLA = {"deepseek-v3"}
+# Qwen/Qwen3-Next-80B-A3B-Instruct (hybrid linear attention: Gated DeltaNet layers, full attention every 4th;
+# 512 experts; pdctl's qwen3-next-80b-a3b preset), trimmed to the architecture fields
+MODELS["qwen3-next-80b-a3b"] = {
+    "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "hidden_size": 2048,
+    "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+    "full_attention_interval": 4, "intermediate_size": 5120, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+    "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_value_head_dim": 128,
+    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "num_experts": 512,
+    "num_experts_per_tok": 10, "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": True,
+    "partial_rotary_factor": 0.25, "rope_theta": 10000000, "rms_norm_eps": 1e-6, "vocab_size": 151936,
+    "max_position_embeddings": 262144, "torch_dtype": "bfloat16", "hidden_act": "silu", "tie_word_embeddings": False}
+# deepseek-ai/DeepSeek-V3.2-Exp: DeepSeek-V3's fields plus the DSA indexer (pdctl's deepseek-v3.2 preset)
+MODELS["deepseek-v3.2"] = {**MODELS["deepseek-v3"], "architectures": ["DeepseekV32ForCausalLM"],
+                           "model_type": "deepseek_v32", "index_head_dim": 128, "index_n_heads": 64,
+                           "index_topk": 2048}
+MOE = {"qwen3-30b-a3b", "deepseek-v3", "qwen3-next-80b-a3b", "deepseek-v3.2"}
+HYBRID_LINEAR = {"qwen3-next-80b-a3b"}
 
 # Flag sets of the resolution hooks PD recipes reach (DP attention, speculative decoding, HiCache / HiSparse,
 # MoE / EP, attention backends), drawn on top of the per-role sets below. Each is the args: of a role (or both).
-# Not drawn yet (false passes found and still open, docs/check-compat.md "Open"): NGRAM and EAGLE topk > 1 (their
-# page-size check reads the *resolved* attention backend), trtllm_mla and
-# DeepSeek on Blackwell with a KV dtype trtllm_mla refuses (SGLang auto-selects trtllm_mla there).
+# Tree drafts (top-k > 1) and NGRAM: their page-size check reads the attention backend SGLang resolves
+# (pdctl/sglang/attention.py; check-compat's speculative-backend).
 SPECULATIVE: list[dict[str, Any]] = [
     {"speculative-algorithm": "EAGLE", "speculative-num-steps": 3, "speculative-eagle-topk": 1,
      "speculative-num-draft-tokens": 4},
@@ -79,6 +93,12 @@ SPECULATIVE: list[dict[str, Any]] = [
      "speculative-num-draft-tokens": 3},
     {"speculative-algorithm": "NEXTN", "speculative-num-steps": 1, "speculative-eagle-topk": 1,
      "speculative-num-draft-tokens": 2},
+    # tree drafts (top-k > 1) and NGRAM (its top-k defaults to its BFS breadth, 10)
+    {"speculative-algorithm": "EAGLE", "speculative-num-steps": 3, "speculative-eagle-topk": 4,
+     "speculative-num-draft-tokens": 8},
+    {"speculative-algorithm": "NEXTN", "speculative-num-steps": 2, "speculative-eagle-topk": 2,
+     "speculative-num-draft-tokens": 4},
+    {"speculative-algorithm": "NGRAM"},
 ]
 HICACHE: list[dict[str, Any]] = [
     {"enable-hierarchical-cache": True},
@@ -96,7 +116,15 @@ MOE_EXTRAS: list[dict[str, Any]] = [
     {"moe-runner-backend": "flashinfer_trtllm"},
     {"moe-runner-backend": "triton"},
 ]
-ATTENTION_BACKENDS = ["fa3", "flashinfer", "triton", "fa4", "trtllm_mha", "flashmla", "cutlass_mla"]
+# Hybrid linear attention (mamba_hook / the mamba cache), drawn for Qwen3-Next.
+MAMBA_EXTRAS: list[dict[str, Any]] = [
+    {"mamba-ssm-dtype": "float32"},
+    {"mamba-ssm-dtype": "bfloat16"},
+    {"mamba-radix-cache-strategy": "no_buffer"},
+    {"mamba-radix-cache-strategy": "extra_buffer"},
+    {"max-mamba-cache-size": 256},
+]  # not --mamba-backend flashinfer: whether flashinfer's mamba module is installed is the node's fact
+ATTENTION_BACKENDS = ["fa3", "flashinfer", "triton", "fa4", "trtllm_mha", "flashmla", "cutlass_mla", "trtllm_mla"]
 
 # Decode-side flag sets users write in PD recipes (args: of the decode role).
 DECODE_EXTRAS: list[dict[str, Any]] = [
@@ -165,15 +193,15 @@ def widen(rng: random.Random, model: str, server: dict[str, Any], prefill: dict[
             role["args"].update(rng.choice(MOE_EXTRAS))
             if rng.random() < 0.5:
                 role["args"]["ep-size"] = role["tp"]
-    if model in MLA and server["kv_cache_dtype"] not in ("auto", "fp8_e4m3"):
-        server["kv_cache_dtype"] = "fp8_e4m3"  # open: trtllm_mla's KV dtypes (above)
-    if rng.random() < 0.2:  # speculative decoding: on both roles (a PD recipe), or decode only
+    if model in HYBRID_LINEAR and rng.random() < 0.5:
+        rng.choice((prefill, decode))["args"].update(rng.choice(MAMBA_EXTRAS))
+    if rng.random() < 0.3:  # speculative decoding: on both roles (a PD recipe), or decode only
         spec = rng.choice(SPECULATIVE)
         for role in (decode, prefill) if rng.random() < 0.7 else (decode,):
             role["args"].update(spec)
     if rng.random() < 0.2:
         rng.choice((prefill, decode))["args"].update(rng.choice(HICACHE))
-    if rng.random() < 0.15:
+    if rng.random() < 0.2:
         server["attention_backend"] = rng.choice(ATTENTION_BACKENDS)
     if rng.random() < 0.05:
         server["kv_layout"] = "hnd"

@@ -24,7 +24,8 @@ get_device_capability / get_device_name / device_count`, `torch.version.cuda`, o
 `_LegacyDevice` stands in one level lower, at those sources: torch.cuda's four probes (the GPU's capability,
 its nvidia-smi name, its count; the name tells GB200/GB300's MNNVL fabric), `torch.version.cuda` = "12.9" (the CUDA of SGLang's images for these
 releases; every check reads it as ">= 12.3" or ">= 12.8", which 12.8-13.x all pass),
-`utils.common.get_nvgpu_memory_capacity` (the nvidia-smi query) -> the GPU's memory, and
+`utils.common.get_nvgpu_memory_capacity` (the nvidia-smi query) -> the GPU's memory, `is_flashinfer_available`
+-> True (flashinfer ships with SGLang's CUDA wheels on every GPU node; 0.5.19+ get it as `has_flashinfer`), and
 `sglang.srt.platforms`' resolved platform -> `CudaSRTPlatform()` (what `_resolve_platform` picks with CUDA
 available and no plugin). SGLang's own `is_cuda`, `is_sm90_supported`, `is_sm100_supported`,
 `is_blackwell_supported`, `get_device_sm`, `is_mnnvl_fabric_device`, `get_device_memory_capacity` then run
@@ -137,6 +138,14 @@ class _LegacyDevice(_Device):
         self._set(torch.cuda, "get_device_name", lambda *_a, **_k: name)
         self._set(torch.version, "cuda", CUDA_VERSION)
         self._set(common, "get_nvgpu_memory_capacity", lambda *_a, **_k: float(self.gpu["memory_mib"]))
+        # flashinfer is installed on every GPU node SGLang runs on (a dependency of its CUDA wheels and images; 0.5.19+
+        # take the same fact as `has_flashinfer` above); this side venv has none. server_args.py and
+        # arg_groups/overrides.py imported the probe by name.
+        from sglang.srt import utils as utils_pkg
+        from sglang.srt.arg_groups import overrides
+        for module in (common, utils_pkg, sa_mod, overrides):
+            if "is_flashinfer_available" in vars(module):
+                self._set(module, "is_flashinfer_available", lambda: True)
         platform = CudaSRTPlatform()
         self._set(platforms, "_current_platform", platform)
         for module in (sa_mod, common):
