@@ -137,8 +137,9 @@ def print_sglang_result(doc: dict[str, Any], out: Any) -> None:
     out.print(
         f"[bold]{doc['topology']}[/]: SGLang {doc['sglang_version'] or '?'} stack, {doc['backend']}, "
         f"{doc['tokens']} tokens, prefill TP{doc['prefill_tp']} -> decode TP{doc['decode_tp']}, page "
-        f"{doc['page_size']}, {doc['full_layers']} full + {doc['swa_layers']} SWA layers, {doc['kv_heads']} KV "
-        f"heads x {doc['head_dim']} x {doc['elem_bytes']:g} B, {doc['memory']}",
+        f"{doc['page_size']}, {doc['full_layers']} full + {doc['swa_layers']} SWA"
+        + (f" + {doc['linear_layers']} linear-attention" if doc.get("linear_layers") else "")
+        + f" layers, {doc['kv_heads']} KV heads x {doc['head_dim']} x {doc['elem_bytes']:g} B, {doc['memory']}",
         highlight=False,
     )
     if doc.get("refused"):
@@ -151,6 +152,9 @@ def print_sglang_result(doc: dict[str, Any], out: Any) -> None:
                   f"{doc['gbps']:.2f}", f"{doc.get('ratio_to_memcpy', 0):.0%}", str(doc["transport"]),
                   "[green]yes[/]" if doc["verified"] else f"[red]NO: {doc['stage']}[/]")
     out.print(table)
+    if doc.get("state_bytes"):
+        out.print(f"of which mamba state (conv + SSM, {doc['linear_layers']} linear-attention layers): "
+                  f"{doc['state_bytes']:,} B on the decode side, checked byte for byte", highlight=False)
     if doc["error"]:
         out.print(f"[red]{doc['stage']}[/]: {doc['error']}", highlight=False, soft_wrap=True)
     compat = "passes" if doc["compat_ok"] else "rejects (" + ", ".join(

@@ -5,8 +5,9 @@ Runs in SGLang's interpreter. The prefill scheduler creates a KVSender per reque
 destination arrived (`WaitingForInput`), then `init(num_pages, aux_index)` and `send(page_indices,
 state_indices)`, and polls until `Success`; the decode scheduler first fetches the prefill's parallel info
 (`try_ensure_parallel_info`, where SGLang's handshake checks run), then per request a KVReceiver: `init`,
-`send_metadata(page_indices, aux_index, state_indices)`, poll until `Success`. Page indices are page ids, and
-for a hybrid sliding-window model the state indices are the SWA pool's page ids of the window.
+`send_metadata(page_indices, aux_index, state_indices)`, poll until `Success`. Page indices are page ids; the
+state indices are, for a hybrid sliding-window model, the SWA pool's page ids of the window, for a hybrid
+linear-attention model the request's mamba slot (one index: prefill.py / decode.py `_mamba_payload`).
 
 `SendFlow` / `ReceiveFlow` advance one step per `step()` call, as a scheduler loop polls; one thread steps
 every request in flight (the reference engine's roles), or `run()` steps one request to its end (a rehearsal).
@@ -44,11 +45,13 @@ class StackFailure(Exception):
 
 @dataclass(frozen=True)
 class RankRequest:
-    """One rank's part of a request: its page ids, SWA window page ids (None: no SWA state), aux slot."""
+    """One rank's part of a request: its page ids, SWA window page ids (None: no SWA state), aux slot, mamba
+    slot (None: no linear attention)."""
 
     pages: Sequence[int]
     swa_pages: Sequence[int] | None
     aux_index: int
+    mamba_slot: int | None = None
 
 
 def thread_failure(mark: int) -> StackFailure | None:
@@ -90,7 +93,12 @@ def kv_classes(backend: str) -> tuple[Any, Any]:
 def _state(part: RankRequest) -> Any:
     import numpy as np
 
-    return None if part.swa_pages is None else [np.asarray(part.swa_pages, dtype=np.int32)]
+    # one entry per state component, in setup_state_kv_args' order (a pool has SWA or mamba state, not both)
+    if part.swa_pages is not None:
+        return [np.asarray(part.swa_pages, dtype=np.int32)]
+    if part.mamba_slot is not None:
+        return [np.asarray([part.mamba_slot], dtype=np.int32)]
+    return None
 
 
 class _Flow:

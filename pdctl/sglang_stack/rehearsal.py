@@ -141,12 +141,16 @@ def merge(pre: dict[str, Any], dec: dict[str, Any]) -> dict[str, Any]:
                               if not d.get("ok"))
     elif not verified:
         stage = "silent corruption"
+        state = int(dec.get("state_mismatched_bytes") or 0)
         error = (f"SGLang reported success, but {mismatched} bytes on the decode side are not where pdctl.plan "
-                 "says they belong" + ("" if dec.get("aux_ok") else "; the aux (first token) row did not arrive"))
+                 "says they belong" + (f" ({state} of them in the mamba state)" if state else "")
+                 + ("" if dec.get("aux_ok") else "; the aux (first token) row did not arrive"))
     return {"verified": verified, "stage": stage, "error": error, "mismatched_bytes": mismatched,
             "aux_ok": bool(dec.get("aux_ok")), "seconds": float(pre.get("transfer_s") or 0.0),
             "decode_seconds": float(dec.get("transfer_s") or 0.0),
             "bootstrap_seconds": float(dec.get("bootstrap_s") or 0.0), "bytes": int(dec.get("bytes") or 0),
+            "state_bytes": int(dec.get("state_bytes") or 0),
+            "state_mismatched_bytes": int(dec.get("state_mismatched_bytes") or 0),
             "descriptors": int(pre.get("descriptors") or 0),
             "bypasses": sorted(set(pre.get("bypasses") or []) | set(dec.get("bypasses") or [])),
             "prefill": pre, "decode": dec}

@@ -114,7 +114,7 @@ def model_dir(spec: SideSpec) -> str:
     config of the same attention shape: the managers never look at the model, and model-specific ServerArgs
     hooks (gpt-oss's attention backend choices) are not what a transfer rehearsal exercises. One folder per
     shape under the temp dir, shared by every process that needs it (written atomically)."""
-    layers = len(spec.full_layers) + len(spec.swa_layers)
+    layers = len(spec.full_layers) + len(spec.swa_layers) + len(spec.linear_layers)
     heads = math.lcm(spec.kv_heads, spec.tp)
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": heads * spec.head_dim,
               "intermediate_size": 4 * heads * spec.head_dim, "num_hidden_layers": layers,

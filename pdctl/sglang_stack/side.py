@@ -65,11 +65,12 @@ class Side:
                 meta = MetadataBuffers(size=AUX_SLOTS, hidden_size=16, hidden_states_dtype=torch.float32,
                                        max_sampling_mask_tokens=1)
                 full = get_kv_transfer_buf_infos(pools.pool)
-                kvargs = kv_args(spec, rank, full, meta.get_buf_infos(), pool=pools.pool, gpu=gpu)
+                kvargs = kv_args(spec, rank, full, meta.get_buf_infos(), pool=pools.pool, gpu=gpu,
+                                 req_pool=pools.req_pool)
                 mode = DisaggregationMode.PREFILL if spec.role == "prefill" else DisaggregationMode.DECODE
                 self.managers.append(manager_cls(kvargs, mode, args, False))
                 if spec.role == "prefill":
-                    pools.fill()
+                    pools.fill(corrupt_state=spec.fault == "state-bytes")
                 self.ranks.append(pools)
                 self.meta.append(meta)
         except StackFailure:
@@ -86,7 +87,15 @@ class Side:
 
     def parts(self, room: int) -> list[RankRequest]:
         slot = room % AUX_SLOTS
-        return [RankRequest(r.full_ids, r.swa_ids if r.swa_pool is not None else None, slot) for r in self.ranks]
+        return [RankRequest(r.full_ids, r.swa_ids if r.swa_pool is not None else None, slot, self._mamba_slot(r))
+                for r in self.ranks]
+
+    def _mamba_slot(self, pools: RankPools) -> int | None:
+        """The request's mamba slot as this side hands it to SGLang (the "state-slot" fault: the next slot,
+        not the one the byte check reads)."""
+        if pools.state is None:
+            return None
+        return pools.state.slot + (1 if self.spec.fault == "state-slot" else 0)
 
     def transfer(self, room: int, check: Callable[[], None] | None = None) -> dict[str, Any]:
         """Move one request (ROOM) through this side's senders or receivers; the decode side then checks
@@ -114,6 +123,8 @@ class Side:
         doc["bypasses"] = self.bypasses()
         if spec.role == "decode":
             doc["mismatched_bytes"] = sum(r.mismatched_bytes() for r in self.ranks)
+            doc["state_mismatched_bytes"] = sum(r.state_mismatched_bytes() for r in self.ranks)
+            doc["state_bytes"] = sum(r.state_nbytes() for r in self.ranks)
             doc["aux_ok"] = all(int(m.output_ids[slot, 0]) == AUX_TOKEN and int(m.bootstrap_room[slot, 0]) == room
                                 for m in self.meta)
             doc["bytes"] = sum(r.nbytes() for r in self.ranks)

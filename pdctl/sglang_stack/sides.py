@@ -18,16 +18,18 @@ def side_specs(topo: Any, *, backend: str | None = None, tokens: int, device: st
                prefill_host: str = "127.0.0.1", decode_host: str = "127.0.0.1", seed: int = 0,
                timeout: float = DEFAULT_TIMEOUT_S, bypass_guards: bool = True) -> tuple[SideSpec, SideSpec]:
     """Each role of TOPO as one side of a rehearsal: its attention TP, page size, KV dtype, layout and hybrid
-    SWA memory (the roles may disagree: a rehearsal shows what SGLang does then). UserError (exit 2) for
-    what a rehearsal cannot run: colocated topologies, MLA models, PP > 1, TPs that leave a rank without
-    whole heads, contexts shorter than --tokens."""
+    SWA memory (the roles may disagree: a rehearsal shows what SGLang does then), and a hybrid linear-attention
+    model's mamba state (its linear layers and state shape). UserError (exit 2) for what a rehearsal cannot
+    run: colocated topologies, MLA models, PP > 1, linear-attention heads a role's TP does not divide, contexts
+    shorter than --tokens."""
     pre, dec = topo.require_pd("bench-transfer --stack sglang")
     spec = resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
     if spec.mla:
         raise UserError(f"{topo.name}: the SGLang-stack rehearsal covers MHA/GQA KV; {spec.name} uses MLA")
-    if spec.hybrid_linear:  # its mamba state is a second component (StateType.MAMBA) this rehearsal does not build
-        raise UserError(f"{topo.name}: the SGLang-stack rehearsal moves KV pages only; {spec.name}'s mamba state "
-                        "(linear-attention layers) is not rehearsed (`pdctl plan` shows what it moves)")
+    linear = _linear(spec)
+    if linear and spec.hybrid_swa:
+        raise UserError(f"{topo.name}: {spec.name} has sliding-window and linear-attention layers; the SGLang-stack "
+                        "rehearsal covers one of the two state kinds per model")
     if tokens < 1:
         raise UserError(f"--tokens must be positive, got {tokens}")
     limits = [r.context_length for r in (pre, dec) if r.context_length]
@@ -39,6 +41,10 @@ def side_specs(topo: Any, *, backend: str | None = None, tokens: int, device: st
             raise UserError(f"{topo.name}: {role.name}.pp {role.pp}: the SGLang-stack rehearsal covers pp 1")
         if role.kv_layout == "vectorized_5d":
             raise UserError(f"{topo.name}: kv_layout vectorized_5d exists on ROCm only; a rehearsal cannot build it")
+        if linear and (linear["num_key_heads"] % role.attn_tp or linear["num_value_heads"] % role.attn_tp):
+            raise UserError(f"{topo.name}: {role.name}: attention TP {role.attn_tp} does not divide {spec.name}'s "
+                            f"{linear['num_key_heads']} key / {linear['num_value_heads']} value linear-attention "
+                            "heads; the SGLang-stack rehearsal covers whole heads per rank")
         hybrid = spec.hybrid_swa and bool(role.hybrid_swa_memory)
         dtype = str(role.kv_cache_dtype or "auto")
         try:
@@ -47,12 +53,23 @@ def side_specs(topo: Any, *, backend: str | None = None, tokens: int, device: st
             raise UserError(f"{topo.name}: {role.name}: {exc}") from None
         sides.append(SideSpec(
             role=role.name, backend=backend or topo.transfer.backend, tp=role.attn_tp, page_size=role.page_size,
-            tokens=tokens, full_layers=spec.full_layers if hybrid else list(range(spec.num_layers)),
+            tokens=tokens, full_layers=spec.full_layers if hybrid else spec.kv_layers,
             swa_layers=spec.swa_layers if hybrid else [], window=spec.sliding_window if hybrid else None,
             kv_heads=spec.num_kv_heads, head_dim=spec.head_dim, dtype=pool_dtype, kv_cache_dtype=dtype,
             kv_layout=role.kv_layout, seed=seed, device=device, host=host, bootstrap_host=prefill_host,
-            bypass_guards=bypass_guards, timeout=timeout))
+            bypass_guards=bypass_guards, timeout=timeout, linear_layers=spec.linear_layers if linear else [],
+            linear=linear))
     return sides[0], sides[1]
+
+
+def _linear(spec: Any) -> dict[str, int] | None:
+    """The mamba state's shape of a hybrid linear-attention model, as a SideSpec carries it (None: no state)."""
+    lin = spec.linear
+    if lin is None or not spec.hybrid_linear:
+        return None
+    return {"num_key_heads": lin.num_key_heads, "num_value_heads": lin.num_value_heads,
+            "key_head_dim": lin.key_head_dim, "value_head_dim": lin.value_head_dim, "conv_kernel": lin.conv_kernel,
+            "ssm_bytes": lin.ssm_bytes}
 
 
 def device_for(topo: Any, rehearsal: Any) -> str:

@@ -39,6 +39,15 @@ class SideSpec:
     bootstrap_port: int = 0  # prefill: 0 = choose a free port; decode: the prefill's port
     bypass_guards: bool = True  # skip SGLang guards that only a CPU rehearsal trips (reported when used)
     timeout: float = 60.0  # SGLang's bootstrap/waiting timeouts and the driver's own waits
+    # hybrid linear attention (Qwen3-Next): model layer ids of the linear layers, whose per-request mamba state
+    # moves as SGLang's StateType.MAMBA, and the state's shape (num_key_heads, num_value_heads, key_head_dim,
+    # value_head_dim, conv_kernel, ssm_bytes); empty / None for a model without linear attention
+    linear_layers: list[int] = field(default_factory=list)
+    linear: dict[str, int] | None = None
+    # a fault a test injects to prove the byte check says no (never set by pdctl's commands): "state-bytes" (the
+    # prefill's mamba state differs from the seeded one by a byte), "state-slot" (decode asks SGLang for another
+    # mamba slot than the one its scheduler would read)
+    fault: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

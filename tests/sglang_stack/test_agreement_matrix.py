@@ -9,7 +9,7 @@ warning), kv-layout-pd (new: SGLang refuses HND for PD at startup). docs/sglang-
 
 Cost: one prefill and one decode driver for the whole module (SGLang's import once per process); a case is a
 fresh set of managers (~0.3-3 s) and one request of ~100 tokens; a failing case is stopped as soon as either
-side reports SGLang's failure.
+side reports SGLang's failure. The hybrid linear-attention cases and their two fault cases: ~5 s each.
 """
 
 from __future__ import annotations
@@ -39,6 +39,13 @@ CASES = [
     ("mqa-4-1-nixl", "mqa", 4, 1, "nixl", 16, {}, OK),
     ("gqa2-1-2-nixl-p1", "gqa2", 1, 2, "nixl", 1, {}, OK),
     ("gqa2-2-4-mooncake", "gqa2", 2, 4, "mooncake", 16, {}, OK),
+    # hybrid linear attention (Qwen3-Next-like): the full layers' KV pages and the request's mamba state
+    # (StateType.MAMBA: conv + SSM per linear layer), whole slot on equal TP, sliced per rank on unequal TP
+    ("linear-1-1-nixl", "linear", 1, 1, "nixl", 16, {}, OK),
+    ("linear-1-1-mooncake", "linear", 1, 1, "mooncake", 16, {}, OK),
+    ("linear-2-1-nixl", "linear", 2, 1, "nixl", 16, {}, OK),
+    ("linear-2-1-mooncake", "linear", 2, 1, "mooncake", 16, {}, OK),
+    ("linear-1-2-mooncake", "linear", 1, 2, "mooncake", 16, {}, OK),
     # SGLang fails, and check-compat said so, at the same stage
     ("mqa-2-4-nixl", "mqa", 2, 4, "nixl", 16, {}, "registration"),  # nixl-tp-over-heads
     ("gqa6-2-3-nixl", "gqa6", 2, 3, "nixl", 16, {}, "registration"),  # attn-tp-ratio
@@ -89,6 +96,9 @@ def test_sglang_stack_agrees_with_check_compat(case, models, rehearsal, record_p
     if expected == OK:
         assert outcome["mismatched_bytes"] == 0 and outcome["aux_ok"] and outcome["bytes"] > 0
         assert outcome["descriptors"] > 0  # SGLang handed its transfer library real descriptors
+        # a linear-attention model's mamba state was part of what was checked: one request's conv + SSM state,
+        # 2 linear layers x (256 channels x 3 x bf16 + 4 x 32 x 32 x fp32) on the decode side's ranks together
+        assert outcome["state_bytes"] == (2 * (256 * 3 * 2 + 4 * 32 * 32 * 4) if model == "linear" else 0)
     else:
         assert outcome["error"], "a failure names SGLang's error"
     if expected != "model load":  # a CPU rehearsal over NIXL says plainly it ran SGLang's GPU path on host memory
@@ -110,3 +120,22 @@ def test_without_the_cpu_bypass_sglang_refuses_hetero_tp_into_host_memory(models
     topo = topology(models["mha"], prefill_tp=1, decode_tp=1, backend="nixl")
     pre, dec = (replace(s, bypass_guards=False) for s in side_specs(topo, tokens=TOKENS, timeout=TIMEOUT_S))
     assert rehearsal.run(pre, dec)["verified"]
+
+
+@pytest.mark.parametrize(("backend", "p_tp", "fault", "where"), [
+    ("mooncake", 1, "state-bytes", "prefill"),  # one byte of the prefill's SSM state off
+    ("nixl", 2, "state-slot", "decode"),  # decode hands SGLang the next mamba slot, not its request's
+])
+def test_a_wrong_or_misplaced_mamba_state_fails_the_byte_check(backend, p_tp, fault, where, models, rehearsal):
+    """The byte check says no when the state that arrives is not the request's: SGLang reports success (its
+    transfer ran), the decode side's check finds the bytes, and the outcome disagrees with check-compat's OK."""
+    from dataclasses import replace
+
+    topo = topology(models["linear"], prefill_tp=p_tp, decode_tp=1, backend=backend)
+    pre, dec = side_specs(topo, tokens=TOKENS, timeout=TIMEOUT_S)
+    pre, dec = (replace(pre, fault=fault), dec) if where == "prefill" else (pre, replace(dec, fault=fault))
+    outcome = rehearsal.run(pre, dec)
+    assert not outcome["verified"] and outcome["stage"] == "silent corruption", outcome["error"]
+    assert outcome["state_mismatched_bytes"] > 0 and outcome["mismatched_bytes"] == outcome["state_mismatched_bytes"]
+    assert "mamba state" in outcome["error"]
+    assert not agrees(prediction(topo), outcome["verified"], outcome["stage"])  # check-compat said it transfers

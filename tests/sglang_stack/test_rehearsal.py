@@ -47,3 +47,12 @@ def test_unknown_kv_dtype_is_refused_and_specs_round_trip():
                     window=None, kv_heads=8, head_dim=64, dtype="bfloat16")
     assert SideSpec.from_dict({**spec.to_dict(), "unknown": 1}) == spec
     assert spec.head_bytes == 128
+
+
+def test_a_wrong_mamba_state_is_silent_corruption_and_says_so():
+    out = merge(OK_PRE, {**OK_DEC, "mismatched_bytes": 9, "state_mismatched_bytes": 9, "state_bytes": 512})
+    assert not out["verified"] and out["stage"] == "silent corruption"
+    assert "(9 of them in the mamba state)" in out["error"]
+    assert out["state_bytes"] == 512 and out["state_mismatched_bytes"] == 9
+    good = merge(OK_PRE, {**OK_DEC, "state_bytes": 512, "state_mismatched_bytes": 0})
+    assert good["verified"] and good["state_bytes"] == 512

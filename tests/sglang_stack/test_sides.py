@@ -44,3 +44,25 @@ def test_colocated_and_zero_tokens_are_bad_input():
         side_specs(make_colocated()[0], tokens=10)
     with pytest.raises(UserError, match="positive"):
         side_specs(make()[0], tokens=0)
+
+
+QWEN3_NEXT = {"model": {"path": "Qwen/Qwen3-Next-80B-A3B-Instruct", "preset": None}}
+
+
+def test_a_hybrid_linear_attention_model_carries_its_mamba_state_shape():
+    topo, spec = make(**QWEN3_NEXT, decode={"tp": 2})
+    pre, dec = side_specs(topo, tokens=300)
+    assert spec.hybrid_linear and len(spec.linear_layers) == 36
+    for side in (pre, dec):  # the KV pages hold the full-attention layers only; the rest is the mamba state
+        assert side.full_layers == spec.full_layers == [3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47]
+        assert side.linear_layers == spec.linear_layers and side.swa_layers == []
+        assert side.linear == {"num_key_heads": 16, "num_value_heads": 32, "key_head_dim": 128,
+                               "value_head_dim": 128, "conv_kernel": 4, "ssm_bytes": 4}
+    plain, _ = make()
+    assert side_specs(plain, tokens=10)[0].linear is None and side_specs(plain, tokens=10)[0].linear_layers == []
+
+
+def test_linear_heads_a_tp_does_not_divide_are_bad_input():
+    topo, _ = make(**QWEN3_NEXT, decode={"tp": 3})
+    with pytest.raises(UserError, match="attention TP 3 does not divide .* 16 key / 32 value linear-attention heads"):
+        side_specs(topo, tokens=10)

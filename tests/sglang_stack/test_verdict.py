@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pdctl.compat import evaluate
 from pdctl.render.deployment import render
 from pdctl.sglang_stack.verdict import BYPASSED_RULES, REHEARSED_RULES, agrees, first_stage, predict
@@ -67,3 +69,23 @@ def test_a_cpu_rehearsal_steps_around_the_host_memory_guard_and_says_so():
 def test_first_stage_orders_by_sglang_stage():
     assert first_stage("first transfer", None, "handshake") == "handshake"
     assert first_stage(None, None) is None
+
+
+@pytest.mark.parametrize(("version", "backend", "stage"), [
+    ("0.5.8", "mooncake", "first transfer"),  # before sglang PR #16056
+    ("0.5.10", "nixl", "first transfer"),  # before sglang PR #22240
+    ("0.5.9", "mooncake", None),
+    ("0.5.11", "nixl", None),
+    ("0.5.23", "nixl", None),
+    ("0.5.23", "mooncake", None),
+])
+def test_mamba_state_over_unequal_tp_is_predicted_per_release(version, backend, stage):
+    # what a rehearsal of a hybrid linear-attention model's state over TP2 -> TP1 is held to: a release whose
+    # backend refuses it is a predicted failure (bench-transfer refuses to call it OK), one that slices it a transfer
+    p = _predict(model={"path": "Qwen/Qwen3-Next-80B-A3B-Instruct", "preset": None},
+                 engine={"kind": "sglang", "version": version}, transfer={"backend": backend},
+                 prefill={"tp": 2}, decode={"tp": 1})
+    assert p.stage == stage and p.ok == (stage is None)
+    if stage:
+        assert "mamba-hetero-tp" in {r["rule"] for r in p.rules}
+        assert not agrees(p, verified=True, stage=None)

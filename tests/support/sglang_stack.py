@@ -25,6 +25,13 @@ MODELS: dict[str, dict[str, Any]] = {
              "hidden_size": 512, "vocab_size": 1000},
     "gqa6": {"num_hidden_layers": 4, "num_attention_heads": 12, "num_key_value_heads": 6, "head_dim": 64,
              "hidden_size": 768, "vocab_size": 1000},
+    # hybrid linear attention like Qwen3-Next: Qwen/Qwen3-Next-80B-A3B-Instruct's config.json field names
+    # (tests/models/configs/qwen3-next-trimmed.config.json), shrunk: 4 layers, every 2nd full attention (2 KV
+    # heads), Gated DeltaNet layers with 2 key / 4 value heads of 32, conv kernel 4
+    "linear": {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "num_hidden_layers": 4,
+               "full_attention_interval": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+               "hidden_size": 256, "vocab_size": 1000, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 32,
+               "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_value_head_dim": 32},
 }
 
 

@@ -117,7 +117,8 @@ def _skeleton(topo: Any, pre: SideSpec, dec: SideSpec, predicted: Prediction) ->
     return {"ok": False, "stack": "sglang", "topology": topo.name, "backend": pre.backend, "tokens": pre.tokens,
             "prefill_tp": pre.tp, "decode_tp": dec.tp, "page_size": pre.page_size, "kv_heads": pre.kv_heads,
             "head_dim": pre.head_dim, "elem_bytes": pre.elem_bytes, "full_layers": len(pre.full_layers),
-            "swa_layers": len(pre.swa_layers), "memory": "VRAM" if pre.device == "cuda" else "DRAM",
+            "swa_layers": len(pre.swa_layers), "linear_layers": len(pre.linear_layers),
+            "state_bytes": 0, "memory": "VRAM" if pre.device == "cuda" else "DRAM",
             "sglang_version": None, "verified": False, "gbps": 0.0, "seconds": 0.0, "bytes": 0, "descriptors": 0,
             "transport": None, "stage": None, "error": None, "refused": False, "guards_bypassed": [],
             "agrees_with_compat": None, **predicted.to_dict()}
@@ -136,7 +137,7 @@ def _finish(doc: dict[str, Any], runs: list[dict[str, Any]], copies: list[float]
     stage = last_failed["stage"] if last_failed else None
     doc.update({
         "verified": verified, "stage": stage, "error": last_failed["error"] if last_failed else None,
-        "seconds": seconds, "bytes": nbytes, "descriptors": int(best.get("descriptors") or 0), "gbps": gbps,
+        "seconds": seconds, "bytes": nbytes, "state_bytes": int(best.get("state_bytes") or 0), "descriptors": int(best.get("descriptors") or 0), "gbps": gbps,
         "memcpy_gbps": copy, "ratio_to_memcpy": gbps / copy if copy else 0.0,
         "runs_seconds": [r["seconds"] for r in runs], "repeats": len(runs),
         "guards_bypassed": sorted({b for r in runs for b in r.get("bypasses", [])}),
