@@ -44,7 +44,7 @@ def test_a_healthy_line_matches_no_signature(line: str) -> None:
 def test_every_entry_is_complete(sig) -> None:
     assert sig.component in COMPONENTS and sig.severity in SEVERITIES
     assert sig.cause and sig.fix and sig.source
-    assert sig.blames in (None, "prefill", "decode", "worker", "rank")
+    assert sig.blames in (None, "prefill", "decode", "worker", "rank", "job", "any")
     assert sig.report is None or re.match(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+$", sig.report)
     # release ranges belong to SGLang's own words only
     assert (sig.first is None and sig.fixed is None) or sig.component.startswith("SGLang")
