@@ -9,7 +9,6 @@ import pytest
 
 from pdctl.executors import executor_for, run_records
 from pdctl.executors import slurm_jobs as jobs
-from pdctl.executors.kube_pods import view
 from pdctl.executors.slurm_job import SlurmJobExecutor, job_records
 
 # `scontrol show job -o 12` of a job that hit its time limit (Slurm 22.05, shortened)
@@ -49,14 +48,3 @@ def test_only_slurms_verdicts_are_said(monkeypatch: pytest.MonkeyPatch, state: s
     monkeypatch.setattr(jobs, "job_end", lambda job_id: jobs.JobEnd(job_id, state, "r", "0:0"))
     lines = SlurmJobExecutor().platform_lines({"job_id": "12"})
     assert lines == ([f"slurm job 12: {state} (reason r, exit code 0:0)"] if said else [])
-
-
-def test_a_pods_previous_container_end_is_read_beside_its_waiting_reason() -> None:
-    pod = {"metadata": {"name": "pd-decode-0"}, "status": {"phase": "Running", "containerStatuses": [{
-        "restartCount": 2, "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s"}},
-        "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]}}
-    v = view(pod)
-    assert (v.reason, v.last_end, v.exit_code) == ("CrashLoopBackOff", "OOMKilled (exit code 137)", 137)
-    healthy = {"metadata": {"name": "p"}, "status": {"phase": "Running", "containerStatuses": [
-        {"restartCount": 0, "state": {"running": {}}}]}}
-    assert view(healthy).last_end is None and view(healthy).reason is None
