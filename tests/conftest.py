@@ -88,6 +88,7 @@ GROUPS = {
         "tests/launch/test_slurm.py",
         "tests/launch/test_slurm_job.py",
         "tests/launch/test_slurm_multinode.py",
+        "tests/diagnose/test_e2e_slurm.py",
         "tests/launch/test_multihost.py",
         "tests/launch/test_e2e_bottleneck.py",
         "tests/preflight/test_multihost.py",

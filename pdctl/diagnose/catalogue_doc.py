@@ -27,7 +27,8 @@ def table() -> str:
         out += [f"### {component}", "", "| id | matches (regex) | cause | fix | source | report |",
                 "|---|---|---|---|---|---|"]
         for s in sigs:
-            cause = s.cause + (f" (follows a {s.blames} failure)" if s.blames else "") + (
+            who = "another process's" if s.blames == "any" else f"a {s.blames}"
+            cause = s.cause + (f" (follows {who} failure)" if s.blames else "") + (
                 " *warning: not a failure alone*" if s.severity == "warning" else "")
             source = s.source + (f"; releases: {s.releases}" if s.releases else "")
             report = f"[{s.report.split('github.com/')[1]}]({s.report})" if s.report else ""

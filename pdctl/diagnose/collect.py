@@ -1,6 +1,8 @@
 """Reading a run for diagnose: every started process's log (through its executor, as `pdctl logs` reads it:
 local file, ssh, Slurm step, Kubernetes pod) and its end or state, as pdctl status lines (kb_platform.EXIT_LINE
-...), so that one matcher reads both."""
+...), so that one matcher reads both; what the platform records of each (Executor.platform_lines: a pod's
+reason, a Slurm job's end); and what the run's kind ran besides its processes (pdctl.executors.run_records: a
+Slurm run's job, its output and Slurm's record of its end)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from pdctl.diagnose.explain import Diagnosis, ProcessLog, explain
-from pdctl.diagnose.kb_platform import EXIT_LINE, HUNG_LINE, POD_LINE, STOPPED_LINE
+from pdctl.diagnose.kb_platform import EXIT_LINE, HUNG_LINE, PLATFORM_LINE, STOPPED_LINE
 from pdctl.errors import PdctlError
-from pdctl.executors import executor_for
+from pdctl.executors import executor_for, run_records
 from pdctl.runs import read_state, resolve_run_dir
 from pdctl.runs.state import all_records
 
@@ -28,14 +30,21 @@ def _signal_name(code: int) -> str:
         return ""
 
 
-def status_lines(record: dict[str, Any], *, live: bool, hung_s: float | None = None) -> tuple[list[str], bool]:
-    """pdctl's lines about RECORD's process (its exit, stop, hang or pod reason) and whether it failed."""
+def platform_lines(record: dict[str, Any]) -> tuple[list[str], str | None]:
+    """What RECORD's platform records of its process (a pod's reason, a Slurm job's end) as pdctl status lines,
+    and why they could not be read (None when they were)."""
+    try:
+        return [PLATFORM_LINE.format(line=line) for line in executor_for(record).platform_lines(record)], None
+    except Exception as exc:  # noqa: BLE001 -- an unreachable platform (API server, slurmctld) is no verdict
+        return [], f"[pdctl] could not read what the platform records of the process: {exc}"
+
+
+def status_lines(record: dict[str, Any], platform: list[str], *, live: bool,
+                 hung_s: float | None = None) -> tuple[list[str], bool]:
+    """pdctl's lines about RECORD's process (PLATFORM: what its platform records of it; its exit, stop or hang)
+    and whether it failed."""
     ex = executor_for(record)
-    lines: list[str] = []
-    view = getattr(ex, "pod_view", None)
-    pod = view(record) if callable(view) else None
-    if pod is not None and pod.reason:
-        lines.append(POD_LINE.format(pod=pod.name, reason=f"{pod.reason} {pod.message or ''}".strip()))
+    lines = list(platform)
     if not live:
         return lines, bool(lines)
     try:
@@ -59,10 +68,15 @@ def read_process(record: dict[str, Any], *, live: bool, hung_s: float | None = N
         text = executor_for(record).read_log(record, LOG_LINES) or ""
     except Exception as exc:  # noqa: BLE001 -- an unreadable log must not hide the others' failures
         text = f"[pdctl] could not read the log: {exc}"
-    extra, failed = status_lines(record, live=live, hung_s=hung_s)
+    platform, unread = platform_lines(record)
+    if unread is not None:
+        text = f"{text}\n{unread}"
+    extra, failed = status_lines(record, platform, live=live, hung_s=hung_s)
+    components = record.get("log_components")
     return ProcessLog(name=str(record.get("name")), role=str(record.get("role")),
                       replica=int(record.get("replica") or 0), node=str(record.get("node")),
-                      lines=text.splitlines(), status=extra, failed=failed)
+                      lines=text.splitlines(), status=extra, failed=failed,
+                      components=tuple(components) if components else None)
 
 
 def diagnose_run(run_dir: str | Path | None, *, hung: Mapping[str, float] | None = None,
@@ -72,7 +86,7 @@ def diagnose_run(run_dir: str | Path | None, *, hung: Mapping[str, float] | None
     starting or running; after `pdctl down` or a failed launch pdctl itself ended them)."""
     path = resolve_run_dir(run_dir)
     state = read_state(path)
-    records = all_records(state)
+    records = all_records(state) + run_records(state, path)
     is_live = state.get("status") in LIVE if live is None else live
     hung = hung or {}
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(records)))) as pool:

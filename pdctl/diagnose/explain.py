@@ -32,6 +32,9 @@ class ProcessLog:
     lines: list[str]
     status: list[str] = field(default_factory=list)
     failed: bool = False
+    # the components whose signatures its log lines are read for (None: all): a Slurm job's output holds the
+    # processes' log tails that pdctl's launch in it printed, whose failures are those processes' findings
+    components: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -111,14 +114,21 @@ def findings_of(log: ProcessLog, catalogue: Sequence[Signature] = CATALOGUE) -> 
     unknown failure, shown with the lines around its first error."""
     base = {"process": log.name, "role": log.role, "replica": log.replica, "node": log.node}
     out = []
-    hit: Hit | None = first_hit(log.lines, catalogue)
+    own = [s for s in catalogue if s.component in log.components] if log.components else catalogue
+    hit: Hit | None = first_hit(log.lines, own)
     if hit is not None:
         lo = max(0, hit.line_no - 2)
         out.append(Finding(**base, signature=hit.signature, line=hit.line.strip(), time=hit.time,
                            context=log.lines[lo: hit.line_no + 3]))
     ended = first_hit(log.status, catalogue)
-    if ended is not None and not (hit is not None and ended.signature.unexplained_only):
-        out.append(Finding(**base, signature=ended.signature, line=ended.line, time=None, context=[], end=True))
+    if ended is not None and hit is not None and ended.signature is hit.signature:
+        # an end its log already names (Slurm's record of the time limit its output printed): that finding,
+        # with the record as evidence
+        out[0].context.append(ended.line)
+    elif ended is not None and not (hit is not None and ended.signature.unexplained_only):
+        context = [] if hit is not None else error_context(log.lines)[1]  # the log's first error says more
+        out.append(Finding(**base, signature=ended.signature, line=ended.line, time=None, context=context,
+                           end=True))
     if out or not log.failed:
         return out
     index, context = error_context(log.lines)
@@ -132,6 +142,8 @@ def _blamed(finding: Finding, other: Finding) -> bool:
     blames = finding.signature.blames if finding.signature else None
     if other is finding or not other.is_failure or blames is None:
         return False
+    if blames == "any":  # a whole that fails when any part does (a Slurm job whose launch failed)
+        return True
     if blames == "worker":
         return other.role in WORKER_ROLES
     if blames == "rank":  # a collective's timeout: another rank (process) of the same server
@@ -152,7 +164,9 @@ def explain(logs: Sequence[ProcessLog], catalogue: Sequence[Signature] = CATALOG
     for f in found:
         blamed = [o for o in found if _blamed(f, o)]
         roots = [o for o in blamed if not (o.signature and o.signature.blames)]
-        causes = sorted(roots or blamed, key=lambda o: (not o.end, _when(o)))
+        # a whole that failed because a part did ("any": the job) explains none of its parts
+        chained = [o for o in blamed if not (o.signature and o.signature.blames == "any")]
+        causes = sorted(roots or chained, key=lambda o: (not o.end, _when(o)))
         if causes:
             cause = causes[0]
             explaining.add(id(cause))

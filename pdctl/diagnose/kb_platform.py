@@ -10,7 +10,8 @@ from pdctl.diagnose.signature import Signature
 EXIT_LINE = "[pdctl] the process exited with code {code}{signal}"
 STOPPED_LINE = "[pdctl] the process is stopped (state T): it runs no code and answers nothing"
 HUNG_LINE = "[pdctl] the process runs but has not answered its health check for {seconds:.0f} s"
-POD_LINE = "[pdctl] pod {pod}: {reason}"
+# what the platform running a process records of it (Executor.platform_lines: a pod's reason, a Slurm job's end)
+PLATFORM_LINE = "[pdctl] {line}"
 
 SIGNATURES = (
     Signature(
@@ -54,20 +55,34 @@ SIGNATURES = (
         "a busy loop)", "`py-spy dump --pid PID` shows where; `pdctl restart ROLE:N`",
         "pdctl (liveness: the health check)"),
     Signature(
-        "slurm-time-limit", "Slurm", r"CANCELLED AT .* DUE TO TIME LIMIT",
+        "slurm-time-limit", "Slurm", r"CANCELLED AT .* DUE TO TIME LIMIT|slurm job \d+: TIMEOUT\b",
         "Slurm ended the job at its time limit", "raise slurm.time_limit in the topology (#SBATCH --time)",
-        "slurmstepd"),
+        "slurmstepd; slurmctld (job state TIMEOUT)", blames="job"),
     Signature(
         "slurm-node-fail", "Slurm", r"DUE TO NODE FAILURE|Node failure on|NODE_FAIL",
-        "Slurm lost a node of the job", "exclude the node (slurm.sbatch_directives: {exclude: NODE}, #SBATCH --exclude) and launch again; "
-        "tell the admins",
-        "slurmctld / slurmstepd"),
+        "Slurm lost a node of the job",
+        "exclude the node (slurm.sbatch_directives: {exclude: NODE}, #SBATCH --exclude) and launch again; tell "
+        "the admins", "slurmstepd, srun; slurmctld (job state NODE_FAIL)", blames="job"),
     Signature(
-        "slurm-oom", "Slurm", r"oom[_-]kill event|Some of the step tasks have been OOM Killed|task \d+: Out Of Memory",
+        "slurm-oom", "Slurm",
+        r"oom[_-]kill event|Some of the step tasks have been OOM Killed|task \d+: Out Of Memory"
+        r"|slurm job \d+: OUT_OF_MEMORY\b",
         "the job step exceeded its cgroup memory and Slurm's OOM handling killed it",
         "request more memory (slurm.sbatch_directives: {mem: ...}, #SBATCH --mem) or lower the host memory "
         "the role uses",
-        "slurmstepd (task/cgroup)"),
+        "slurmstepd (task/cgroup); slurmctld (job state OUT_OF_MEMORY)", blames="job"),
+    Signature(
+        "slurm-preempted", "Slurm", r"CANCELLED AT .* DUE TO PREEMPTION|slurm job \d+: PREEMPTED\b",
+        "Slurm preempted the job for a job of higher priority (its partition or QOS allows preemption)",
+        "launch on a partition or QOS without preemption (slurm.partition, slurm.qos), or with --requeue in "
+        "slurm.sbatch_directives to have Slurm start it again", "slurmstepd; slurmctld (job state PREEMPTED)",
+        blames="job"),
+    Signature(
+        "slurm-job-failed", "Slurm", r"slurm job \d+: FAILED\b",
+        "the job's script ended with an error: pdctl's launch inside the job failed (or the job's setup before "
+        "it: slurm.setup, the job's venv)",
+        "the failure it follows (listed first) is why; without one, the job's output (slurm-<job>.out in the run "
+        "dir) holds the launch's error, shown here", "slurmctld (job state FAILED)", blames="any"),
     Signature(
         "pyxis-import", "pyxis/enroot", r"pyxis: failed to import docker image|pyxis: \s*\[ERROR\]",
         "pyxis/enroot could not import the container image (a wrong name, no registry credentials, no space)",

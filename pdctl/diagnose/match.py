@@ -14,6 +14,8 @@ from pdctl.diagnose.signature import Signature
 # no year: read as this year)
 ISO_TIME = re.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})")
 GLOG_TIME = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}:\d{2}:\d{2})")
+# slurmstepd's "*** JOB 12 ON node CANCELLED AT 2026-12-04T15:49:20 DUE TO ..." (its time is in the message)
+SLURM_TIME = re.compile(r"CANCELLED AT (\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})")
 # what marks an error line in any of the components' logs (used only to show context, never as a cause)
 ERROR_MARK = re.compile(r"Traceback \(most recent call last\)|\b(ERROR|FATAL|CRITICAL)\b|\w+(Error|Exception):"
                         r"|\berror:|\bfailed\b", re.IGNORECASE)
@@ -32,7 +34,7 @@ class Hit:
 
 def line_time(line: str, year: int | None = None) -> datetime | None:
     """The timestamp a log line starts with (or holds), when it has one."""
-    m = ISO_TIME.search(line[:80])
+    m = ISO_TIME.search(line[:80]) or SLURM_TIME.search(line)
     if m:
         try:
             return datetime.fromisoformat(f"{m.group(1)} {m.group(2)}")

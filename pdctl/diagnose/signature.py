@@ -48,7 +48,9 @@ class Signature:
     report: str | None = None  # the public report the signature comes from
     first: str | None = None  # SGLang's own words: the first release that prints them (None: every one read)
     fixed: str | None = None  # ... the first release that no longer does (None: still printed)
-    blames: str | None = None  # a consequence: the role ("prefill", "decode", "worker", "rank") it follows
+    # a consequence: the role it follows ("prefill", "decode", "worker", "rank"; "job": a Slurm run's job, whose
+    # end its steps share; "any" other finding: the job whose launch failed)
+    blames: str | None = None
     severity: str = "error"
     flags: int = field(default=0, compare=False)
     # an end that says only that the process is gone (its cause: "its log ends without a known error"): not a

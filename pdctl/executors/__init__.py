@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdctl.errors import UserError
@@ -22,6 +23,7 @@ from pdctl.executors.kubernetes import KubernetesExecutor
 from pdctl.executors.local import LocalExecutor
 from pdctl.executors.slurm import SlurmExecutor, SrunExecutor, node_step
 from pdctl.executors.slurm_allocation import enter_allocation, slurm_nodes
+from pdctl.executors.slurm_job import SlurmJobExecutor, job_records
 from pdctl.executors.ssh import SSHExecutor, shared_connections
 from pdctl.render.container import docker_prefix
 from pdctl.render.hosts import is_local_host
@@ -46,7 +48,7 @@ def _srun(record: dict[str, Any] | ProcessSpec) -> Executor:
 
 
 def _slurm_job(record: dict[str, Any] | ProcessSpec) -> Executor:
-    return SlurmExecutor()
+    return SlurmJobExecutor()
 
 
 def _kubernetes(record: dict[str, Any] | ProcessSpec) -> Executor:
@@ -59,7 +61,7 @@ PROCESS_EXECUTORS: dict[str, Callable[[dict[str, Any] | ProcessSpec], Executor]]
     "local": _local,
     "ssh": _ssh,
     "srun": _srun,  # a Slurm step started from the launching machine
-    "slurm": _slurm_job,  # a submitted job's record
+    "slurm": _slurm_job,  # a run's job itself (pdctl.executors.slurm_job: diagnose reads it)
     "kubernetes": _kubernetes,  # a container of a pod (pdctl.launch.kube applied its objects)
 }
 
@@ -113,6 +115,10 @@ def _as_written(topo: Topology) -> Topology:
     return topo
 
 
+def _no_records(state: dict[str, Any], run_dir: Path) -> list[dict[str, Any]]:
+    return []
+
+
 @dataclass(frozen=True)
 class NodeKind:
     """How a deployment's executor kind reaches its nodes."""
@@ -122,13 +128,16 @@ class NodeKind:
     bind: Callable[[Topology], Topology] = _as_written  # preflight: the nodes as this kind reaches them
     # `--in-allocation`: (topo bound to the allocation it runs in, the state document's fields); None: no allocation
     allocation: Callable[..., tuple[Topology, dict[str, Any]]] | None = None
+    # records of what the kind itself ran for a run beside its processes (state.json, run dir) -> records that
+    # executor_for controls: a Slurm run's job (its output, Slurm's record of its end), which diagnose reads
+    own_records: Callable[[dict[str, Any], Path], list[dict[str, Any]]] = _no_records
 
 
 # Executor kind of a deployment (pdctl.render.kinds.KINDS) -> how it reaches its nodes.
 NODE_EXECUTORS: dict[str, NodeKind] = {
     "local": NodeKind(_direct, _reached_from_here),
     # Slurm nodes are bound to the allocation preflight runs in (or must name their hosts)
-    "slurm": NodeKind(_slurm_node, _assigned, bind=slurm_nodes, allocation=enter_allocation),
+    "slurm": NodeKind(_slurm_node, _assigned, bind=slurm_nodes, allocation=enter_allocation, own_records=job_records),
     # a launch asks no pod's node (it applies objects); asked anyway, a node is reached as `local` would
     "kubernetes": NodeKind(_cluster_node, _reached_from_here),
 }
@@ -142,6 +151,13 @@ def node_kind(kind: str) -> NodeKind:
     return found
 
 
+def run_records(state: dict[str, Any], run_dir: Path) -> list[dict[str, Any]]:
+    """What the run's kind ran for it besides its processes (NodeKind.own_records; [] for a kind it does not
+    name or that runs nothing of its own)."""
+    found = NODE_EXECUTORS.get(str(state.get("executor")))
+    return found.own_records(state, run_dir) if found is not None else []
+
+
 def node_executor(node: Node, *, kind: str = "local", topo: Topology | None = None) -> Executor:
     """The executor for a topology node under executor KIND (local: ssh when the node has `ssh:`, else this
     machine; slurm: an srun step on the Slurm node named by its host). With TOPO, commands run the way its
@@ -151,4 +167,4 @@ def node_executor(node: Node, *, kind: str = "local", topo: Topology | None = No
 
 
 __all__ = ["NODE_EXECUTORS", "PROCESS_EXECUTORS", "CommandResult", "Executor", "NodeKind", "Wrap", "executor_for",
-           "node_executor", "node_kind", "shared_connections", "wrapped"]
+           "node_executor", "node_kind", "run_records", "shared_connections", "wrapped"]

@@ -74,6 +74,12 @@ class Executor(Protocol):
         """The last TAIL lines, then new lines as they are written (until interrupted)."""
         ...
 
+    def platform_lines(self, record: dict[str, Any]) -> list[str]:
+        """What the platform running the record's process records of its end or state, one line each (a pod's
+        waiting or last termination reason; a Slurm job's end: TIMEOUT, NODE_FAIL ...): diagnose reads them
+        beside the log; [] where no platform keeps such records (a process on this machine or over ssh)."""
+        ...
+
     def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
         """Run ARGV on this executor's node to completion (no shell on our side; quoted for ssh), capture
         its output; TIMEOUT seconds at most (then returncode None)."""

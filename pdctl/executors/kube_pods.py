@@ -28,6 +28,8 @@ class PodView:
     message: str | None  # the kubelet's / scheduler's message
     exit_code: int | None  # the container's last exit code, when it has terminated
     fatal: bool  # waiting for it cannot help (FATAL_WAITING, or the pod failed)
+    # why the container's previous run ended (lastState.terminated: OOMKilled, Error), while it waits to restart
+    last_end: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"pod": self.name, "phase": self.phase, "ready": self.ready, "restarts": self.restarts,
@@ -47,7 +49,7 @@ def view(pod: dict[str, Any]) -> PodView:
     ready_cond = _condition(status, "Ready")
     ready = bool(ready_cond and ready_cond.get("status") == "True")
     restarts = sum(int(c.get("restartCount") or 0) for c in containers)
-    reason = message = None
+    reason = message = last_end = None
     exit_code: int | None = None
     fatal = phase == "Failed"
     for c in containers:
@@ -55,6 +57,8 @@ def view(pod: dict[str, Any]) -> PodView:
         term = state.get("terminated") or last.get("terminated")
         if term:
             exit_code = term.get("exitCode")
+        if last.get("terminated") and last["terminated"].get("reason"):
+            last_end = f"{last['terminated']['reason']} (exit code {last['terminated'].get('exitCode')})"
         if "waiting" in state and state["waiting"].get("reason"):
             reason, message = state["waiting"]["reason"], state["waiting"].get("message")
             fatal = fatal or reason in FATAL_WAITING
@@ -68,7 +72,7 @@ def view(pod: dict[str, Any]) -> PodView:
         reason, message = status.get("reason") or "Failed", status.get("message")
     return PodView(name=meta.get("name", "?"), phase=phase, ready=ready, restarts=restarts,
                    ip=status.get("podIP"), node=(pod.get("spec") or {}).get("nodeName"), reason=reason,
-                   message=message, exit_code=exit_code, fatal=fatal)
+                   message=message, exit_code=exit_code, fatal=fatal, last_end=last_end)
 
 
 def describe(v: PodView) -> str:

@@ -214,6 +214,16 @@ class KubernetesExecutor:
         pod = pod_of(record)
         return view(pod) if pod is not None else None
 
+    def platform_lines(self, record: dict[str, Any]) -> list[str]:
+        """The pod's reason (ErrImagePull, CrashLoopBackOff, OOMKilled, ...) with the kubelet's message, after
+        why its container's previous run ended (a container OOMKilled, then waiting in CrashLoopBackOff: the
+        kill is the cause); [] for a pod that runs fine (whatever its containers' past) or is gone."""
+        v = self.pod_view(record)
+        if v is None or not v.reason:  # runs fine (a container that restarted once and now serves too)
+            return []
+        last = [f"pod {v.name}: previous container ended {v.last_end}"] if v.last_end else []
+        return [*last, f"pod {v.name}: {v.reason} {v.message or ''}".strip()]
+
     def exit_code(self, record: dict[str, Any]) -> int | None:
         v = self.pod_view(record)
         if v is None:

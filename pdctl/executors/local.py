@@ -138,6 +138,10 @@ class LocalExecutor:
         """None: a process's health is its URL's answer."""
         return None
 
+    def platform_lines(self, record: dict[str, Any]) -> list[str]:
+        """[]: no platform keeps records of a process here (its exit code and state are read directly)."""
+        return []
+
     def unreachable(self, result: CommandResult) -> bool:
         """False: this machine is always reached (a wrapper's failure is the command's)."""
         return False

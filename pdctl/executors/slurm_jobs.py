@@ -6,8 +6,10 @@ than a traceback, because pdctl also runs where Slurm is not installed (renderin
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from pdctl.errors import CheckFailed, UserError
@@ -15,6 +17,10 @@ from pdctl.errors import CheckFailed, UserError
 # sbatch refusals pdctl's own directives can cause, and what to do (Slurm < 23.11 has no --segment)
 SBATCH_HINTS = {"--segment": "this Slurm has no --segment (Slurm >= 23.11 with topology/block has): set "
                              "slurm.segment: false in the cluster profile or the topology"}
+# a job's end states that are Slurm's verdict on it (not pdctl's `down`, which cancels: CANCELLED is not one; nor
+# COMPLETED): what diagnose reports from Slurm's records (sacct/scontrol)
+FAILED_ENDS = ("FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE")
+_FIELD = re.compile(r"(\w+)=(\S*)")
 ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING")
 
 
@@ -84,3 +90,50 @@ def cancel_steps(job_id: str, name: str) -> str:
         return "scancel not found"
     done = _run(["scancel", *steps])
     return "cancelled" if done.returncode == 0 else f"scancel failed: {done.stderr.strip()}"
+
+
+@dataclass(frozen=True)
+class JobEnd:
+    """What Slurm records of a job: its state (TIMEOUT, NODE_FAIL, ...), the reason and the exit code (N:SIG)."""
+
+    job_id: str
+    state: str
+    reason: str = ""
+    exit_code: str = ""
+
+    def line(self) -> str:
+        """One line for diagnose: 'slurm job 12: TIMEOUT (reason TimeLimit, exit code 0:15)'."""
+        extra = [f"reason {self.reason}"] if self.reason and self.reason != "None" else []
+        extra += [f"exit code {self.exit_code}"] if self.exit_code else []
+        return f"slurm job {self.job_id}: {self.state}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def parse_scontrol(job_id: str, text: str) -> JobEnd | None:
+    """`scontrol show job -o ID`'s line as a JobEnd (None without a JobState)."""
+    fields = dict(_FIELD.findall(text))
+    if not fields.get("JobState"):
+        return None
+    return JobEnd(job_id, fields["JobState"], fields.get("Reason", ""), fields.get("ExitCode", ""))
+
+
+def parse_sacct(job_id: str, text: str) -> JobEnd | None:
+    """`sacct -X -n -P -o State,ExitCode,Reason`'s first row as a JobEnd ("CANCELLED by 0" -> CANCELLED)."""
+    rows = [line.split("|") for line in text.splitlines() if line.strip()]
+    if not rows or not rows[0][0].strip():
+        return None
+    state, code, reason = (rows[0] + ["", "", ""])[:3]
+    return JobEnd(job_id, state.split()[0], reason, code)
+
+
+def job_end(job_id: str) -> JobEnd | None:
+    """Slurm's record of the job: slurmctld's (scontrol show job, kept MinJobAge after the end), else the
+    accounting database's (sacct, where the cluster keeps one); None when neither knows it."""
+    if shutil.which("scontrol") is not None:
+        done = _run(["scontrol", "show", "job", "-o", job_id], timeout=30)
+        found = parse_scontrol(job_id, done.stdout) if done.returncode == 0 else None
+        if found is not None:
+            return found
+    if shutil.which("sacct") is not None:
+        done = _run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode,Reason"], timeout=30)
+        return parse_sacct(job_id, done.stdout) if done.returncode == 0 else None
+    return None

@@ -141,6 +141,10 @@ class SSHExecutor:
         """None: a process's health is its URL's answer."""
         return None
 
+    def platform_lines(self, record: dict[str, Any]) -> list[str]:
+        """[]: no platform keeps records of a process started over ssh."""
+        return []
+
     def unreachable(self, result: CommandResult) -> bool:
         """ssh exits 255 when it fails itself (no route, refused, authentication), whatever ran there."""
         return result.returncode == SSH_FAILURE

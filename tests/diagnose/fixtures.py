@@ -5,6 +5,9 @@ Each entry: (signature id, where the line comes from, the line)."""
 
 from __future__ import annotations
 
+from pdctl.diagnose.kb_platform import PLATFORM_LINE
+from pdctl.executors.slurm_jobs import JobEnd
+
 SGL = "https://github.com/sgl-project/sglang"
 
 LINES: list[tuple[str, str, str]] = [
@@ -109,6 +112,19 @@ LINES: list[tuple[str, str, str]] = [
      "slurmstepd: error: *** STEP 1234.0 ON gb200-01 CANCELLED AT 2026-01-01T10:00:00 DUE TO NODE FAILURE ***"),
     ("slurm-oom", "slurmstepd (task/cgroup)",
      "slurmstepd: error: Detected 1 oom_kill event in StepId=1234.0. Some of the step tasks have been OOM Killed."),
+    ("slurm-preempted", "slurmstepd (Slurm 22.05's format string)",
+     "slurmstepd: error: *** JOB 1234 ON gb200-01 CANCELLED AT 2026-01-01T10:00:00 DUE TO PREEMPTION ***"),
+    # Slurm's record of the job's end, as pdctl.executors.slurm_job reads it (scontrol show job / sacct)
+    ("slurm-time-limit", "slurmctld (JobState=TIMEOUT)",
+     PLATFORM_LINE.format(line=JobEnd("1234", "TIMEOUT", "TimeLimit", "0:15").line())),
+    ("slurm-node-fail", "slurmctld (JobState=NODE_FAIL)",
+     PLATFORM_LINE.format(line=JobEnd("1234", "NODE_FAIL", "NodeDown", "0:0").line())),
+    ("slurm-oom", "slurmctld (JobState=OUT_OF_MEMORY)",
+     PLATFORM_LINE.format(line=JobEnd("1234", "OUT_OF_MEMORY", "OutOfMemory", "0:125").line())),
+    ("slurm-preempted", "slurmctld (JobState=PREEMPTED)",
+     PLATFORM_LINE.format(line=JobEnd("1234", "PREEMPTED", "None", "0:15").line())),
+    ("slurm-job-failed", "slurmctld (JobState=FAILED)",
+     PLATFORM_LINE.format(line=JobEnd("1234", "FAILED", "NonZeroExitCode", "1:0").line())),
     ("pyxis-import", "https://github.com/NVIDIA/pyxis/issues/168",
      "slurmstepd: error: pyxis: failed to import docker image"),
     ("pyxis-start", "https://github.com/NVIDIA/pyxis/issues/61",
@@ -116,6 +132,8 @@ LINES: list[tuple[str, str, str]] = [
     ("kube-image-pull", "kubelet (pdctl's pod status line)", ("[pdctl] pod pd-prefill-0: ErrImagePull rpc error: "
      "code = NotFound desc = failed to pull and unpack image \"lmsysorg/sglang:nope\"")),
     ("kube-oomkilled", "kubelet (pdctl's pod status line)", "[pdctl] pod pd-decode-0: OOMKilled"),
+    ("kube-oomkilled", "kubelet (lastState.terminated, pdctl.executors.kubernetes)",
+     "[pdctl] pod pd-decode-0: previous container ended OOMKilled (exit code 137)"),
     ("kube-crashloop", "kubelet (pdctl's pod status line)",
      "[pdctl] pod pd-decode-0: CrashLoopBackOff back-off 40s restarting failed container=decode"),
     ("ref-transfer-timeout", "pdctl/reference/roles/decode.py",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from pdctl.diagnose.explain import NO_KNOWN_CAUSE, ProcessLog, explain
-from pdctl.diagnose.kb_platform import EXIT_LINE, STOPPED_LINE
+from pdctl.diagnose.kb_platform import EXIT_LINE, PLATFORM_LINE, STOPPED_LINE
+from pdctl.executors.slurm_jobs import JobEnd
 
 WAITING = ("[2026-12-03 10:45:00 TP0] Decode transfer failed for request rank=0 decode_req.req.rid='a' decode_req.req."
            "bootstrap_room=7 with exception KVTransferError(bootstrap_room=7): Request 7 timed out after 300.0s in "
@@ -91,3 +92,69 @@ def test_a_process_gone_after_a_known_failure_is_not_also_said_to_have_ended_wit
     assert [(f.process, f.what) for f in found.findings] == [("decode-0", "sglang-bad-flag")]
     silent = explain([ProcessLog("decode-0", "decode", 0, "local", ["INFO up"], [gone], failed=True)])
     assert [f.what for f in silent.findings] == ["exited-silently"]  # gone without a word: still said
+
+
+# A Slurm run: its steps' logs, and its job (pdctl.executors.slurm_job: the job's output, read for Slurm's and
+# pyxis's words only, and Slurm's record of its end as a platform line)
+JOB_COMPONENTS = ("Slurm", "pyxis/enroot")
+BAD_FLAG = "python -m pdctl.reference: error: argument --transfer-timeout: invalid float value: 'soon'"
+
+
+def _record(state: str, reason: str, code: str) -> str:
+    return PLATFORM_LINE.format(line=JobEnd("7", state, reason, code).line())
+
+
+def test_the_steps_slurm_lines_follow_the_jobs_failure_which_comes_first() -> None:
+    step = "slurmstepd-a: error: *** STEP 7.2 ON a CANCELLED AT 2026-12-04T15:49:20 DUE TO NODE FAILURE ***"
+    job = "slurmstepd-a: error: *** JOB 7 ON a CANCELLED AT 2026-12-04T15:49:21 DUE TO NODE FAILURE ***"
+    found = explain([
+        ProcessLog("prefill-0", "prefill", 0, "pa", ["2026-12-04 15:49:18,000 INFO ready", step]),
+        ProcessLog("decode-0", "decode", 0, "db", ["2026-12-04 15:49:18,000 INFO ready", "srun: error: Node failure on b"]),
+        ProcessLog("slurm-job-7", "job", 0, "pa", ["pdctl job: a is x86_64", job],
+                   [_record("NODE_FAIL", "NodeDown", "0:0")], failed=True, components=JOB_COMPONENTS),
+    ])
+    assert [(f.process, f.what, f.follows) for f in found.findings] == [
+        ("slurm-job-7", "slurm-node-fail", None), ("decode-0", "slurm-node-fail", "slurm-job-7"),
+        ("prefill-0", "slurm-node-fail", "slurm-job-7")]
+    root = found.root
+    assert root.line == job and root.time is not None and root.time.second == 21  # slurmstepd's time, mid-line
+    assert root.context[-1] == _record("NODE_FAIL", "NodeDown", "0:0")  # Slurm's record: evidence, one finding
+
+
+def test_a_failed_job_follows_the_engine_failure_and_its_output_quoting_it_is_not_the_jobs_finding() -> None:
+    output = ["error: decode-0 exited with code 2 while starting", f"    {BAD_FLAG}", "diagnosis (root cause first):"]
+    found = explain([
+        ProcessLog("decode-0", "decode", 0, "db", ["usage: python -m pdctl.reference [-h]", BAD_FLAG]),
+        ProcessLog("slurm-job-7", "job", 0, "pa", output, [_record("FAILED", "NonZeroExitCode", "1:0")],
+                   failed=True, components=JOB_COMPONENTS),
+    ])
+    assert [(f.process, f.what, f.follows) for f in found.findings] == [
+        ("decode-0", "ref-bad-flag", None), ("slurm-job-7", "slurm-job-failed", "decode-0")]
+
+
+def test_a_failed_job_alone_is_the_root_with_its_outputs_first_error() -> None:
+    output = ["pdctl job: a is x86_64; building a venv", "ERROR: Could not find a version that satisfies pdctl",
+              "pdctl job: the venv could not be built"]
+    found = explain([ProcessLog("slurm-job-7", "job", 0, "pa", output, [_record("FAILED", "NonZeroExitCode", "1:0")],
+                                failed=True, components=JOB_COMPONENTS)])
+    (f,) = found.findings
+    assert f.what == "slurm-job-failed" and f.follows is None and found.failed
+    assert "ERROR: Could not find a version that satisfies pdctl" in f.context
+
+
+def test_a_steps_memory_kill_is_the_root_of_the_jobs_failure_not_the_other_way_round() -> None:
+    oom = "slurmstepd: error: Detected 1 oom_kill event in StepId=7.1. Some of the step tasks have been OOM Killed."
+    found = explain([
+        ProcessLog("decode-0", "decode", 0, "db", [oom]),
+        ProcessLog("slurm-job-7", "job", 0, "pa", [], [_record("FAILED", "NonZeroExitCode", "1:0")], failed=True,
+                   components=JOB_COMPONENTS),
+    ])
+    assert [(f.process, f.what, f.follows) for f in found.findings] == [
+        ("decode-0", "slurm-oom", None), ("slurm-job-7", "slurm-job-failed", "decode-0")]
+
+
+def test_a_pods_memory_kill_is_named_before_the_crash_loop_that_follows_it() -> None:
+    status = ["[pdctl] pod pd-decode-0: previous container ended OOMKilled (exit code 137)",
+              "[pdctl] pod pd-decode-0: CrashLoopBackOff back-off 10s restarting failed container=decode"]
+    found = explain([ProcessLog("decode-0", "decode", 0, "gpu-1", ["Loading weights ..."], status, failed=True)])
+    assert [f.what for f in found.findings] == ["kube-oomkilled"]

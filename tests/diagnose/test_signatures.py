@@ -35,6 +35,10 @@ def test_a_real_line_is_diagnosed_as_its_signature(sig_id: str, where: str, line
     "2026-12-03 10:40:02  INFO sglang_router_rs::server: Starting router on 0.0.0.0:30000",
     "[2026-12-03 10:40:02] KV Cache is allocated. #tokens: 510299, K size: 35.04 GB, V size: 35.04 GB",
     "2026-12-03 10:40:02,123 INFO pdctl.reference.roles.decode: room 7: asking prefill 127.0.0.1:9001 for its KV",
+    # Slurm cancelling a job or step without a reason of its own: what `pdctl down` (scancel) leaves in the logs
+    "slurmstepd: error: *** JOB 1234 ON gb200-01 CANCELLED AT 2026-01-01T10:00:00 ***",
+    "slurmstepd: error: *** STEP 1234.0 ON gb200-01 CANCELLED AT 2026-01-01T10:00:00 ***",
+    "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
 ])
 def test_a_healthy_line_matches_no_signature(line: str) -> None:
     assert first_hit([line], CATALOGUE) is None
@@ -44,7 +48,7 @@ def test_a_healthy_line_matches_no_signature(line: str) -> None:
 def test_every_entry_is_complete(sig) -> None:
     assert sig.component in COMPONENTS and sig.severity in SEVERITIES
     assert sig.cause and sig.fix and sig.source
-    assert sig.blames in (None, "prefill", "decode", "worker", "rank")
+    assert sig.blames in (None, "prefill", "decode", "worker", "rank", "job", "any")
     assert sig.report is None or re.match(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+$", sig.report)
     # release ranges belong to SGLang's own words only
     assert (sig.first is None and sig.fixed is None) or sig.component.startswith("SGLang")

@@ -30,13 +30,16 @@ def kubeconfig(path: Path, port: int) -> Path:
 
 
 @contextmanager
-def emulated_cluster(tmp: Path, *, crash: tuple[str, ...] = ()) -> Iterator[Path]:
-    """Run the emulator (roles in CRASH crash-loop) and yield a kube-config for it; stopped afterwards."""
+def emulated_cluster(tmp: Path, *, crash: tuple[str, ...] = (), oom: tuple[str, ...] = ()) -> Iterator[Path]:
+    """Run the emulator (roles in CRASH crash-loop, those in OOM are OOMKilled) and yield a kube-config for it;
+    stopped afterwards."""
     port_file = tmp / "kube.port"
     log = (tmp / "kube-emulator.log").open("w")
     argv = [sys.executable, "-m", "tests.support.kube_cluster", "--port-file", str(port_file)]
     for role in crash:
         argv += ["--crash", role]
+    for role in oom:
+        argv += ["--oom", role]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S

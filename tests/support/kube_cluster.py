@@ -11,10 +11,11 @@ around its API server, so that pdctl's kubernetes executor is tested through the
   whose owner is gone, re-creation of a deleted pod (a restart);
 - a kubelet: every pod is scheduled, its image pulled, its container started and made ready; an image on a
   `.invalid` registry fails to pull (ErrImagePull, then ImagePullBackOff), a role listed in --crash crashes
-  (exit 1, CrashLoopBackOff, restartCount growing); the container's log (GET pods/NAME/log) starts with the
+  (exit 1, CrashLoopBackOff, restartCount growing), one listed in --oom is killed at its memory limit (the
+  previous container OOMKilled, exit 137, then CrashLoopBackOff); the container's log (GET pods/NAME/log) starts with the
   command it runs, its $(VAR) references expanded from the container's env as Kubernetes expands them.
 
-Run as its own process: `python -m tests.support.kube_cluster --port-file F [--crash ROLE ...]`.
+Run as its own process: `python -m tests.support.kube_cluster --port-file F [--crash ROLE ...] [--oom ROLE ...]`.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Cluster(kmock.KubernetesEmulator):
     """The emulator with admission, label selectors, pod logs and the controllers' state."""
 
     crash_roles: frozenset[str] = frozenset()
+    oom_roles: frozenset[str] = frozenset()
     logs: dict[tuple[str, str], str]
     versions = itertools.count(1)
 
@@ -267,12 +269,14 @@ class Kubelet:
         command = shlex.join(expand(a, env) for a in [*c.get("command", []), *c.get("args", [])])
         log_key = (meta["namespace"], meta["name"])
         role = meta.get("labels", {}).get("pdctl.dev/role")
-        if role in self.cluster.crash_roles:
+        if role in self.cluster.crash_roles or role in self.cluster.oom_roles:
+            oom = role in self.cluster.oom_roles  # killed by the kernel at its limit: no word of its own
             restarts = max(0, (n - 2) // 2)
-            self.cluster.logs[log_key] = f"+ {command}\n{CRASH_LOG}"
+            self.cluster.logs[log_key] = f"+ {command}\n" + ("Loading weights ...\n" if oom else CRASH_LOG)
             state = {"waiting": {"reason": "CrashLoopBackOff", "message": f"back-off 10s restarting failed "
                                  f"container={name} pod={meta['name']}"}}
-            last = {"terminated": {"exitCode": 1, "reason": "Error"}}
+            last = {"terminated": {"exitCode": 137, "reason": "OOMKilled"} if oom else
+                    {"exitCode": 1, "reason": "Error"}}
             cs = {"name": name, "ready": False, "restartCount": restarts + 1, "state": state, "lastState": last}
             status = {"phase": "Running", "podIP": ip, "containerStatuses": [cs],
                       "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}]}
@@ -316,9 +320,10 @@ async def reconcile(cluster: Cluster, kubelet: Kubelet) -> None:
         await kubelet.step(pod)
 
 
-async def serve(port_file: Path, crash: list[str]) -> None:
+async def serve(port_file: Path, crash: list[str], oom: list[str]) -> None:
     cluster = Cluster()
     cluster.crash_roles = frozenset(crash)
+    cluster.oom_roles = frozenset(oom)
     cluster.logs = {}
     for res in VALIDATED:
         cluster.resources[res] = {}
@@ -336,9 +341,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port-file", type=Path, required=True)
     parser.add_argument("--crash", action="append", default=[], help="pdctl role whose containers crash")
+    parser.add_argument("--oom", action="append", default=[], help="pdctl role whose containers are OOMKilled")
     args = parser.parse_args()
     try:
-        asyncio.run(serve(args.port_file, args.crash))
+        asyncio.run(serve(args.port_file, args.crash, args.oom))
     except KeyboardInterrupt:
         pass
 
