@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from pdctl.diagnose import CATALOGUE
-from pdctl.diagnose.match import Hit, error_context, first_hit, time_near
+from pdctl.diagnose.match import Hit, error_context, first_hit, raised_after, time_near
 from pdctl.diagnose.signature import Signature
 
 NO_KNOWN_CAUSE = "no known cause"
@@ -118,8 +118,11 @@ def findings_of(log: ProcessLog, catalogue: Sequence[Signature] = CATALOGUE) -> 
     hit: Hit | None = first_hit(log.lines, own)
     if hit is not None:
         lo = max(0, hit.line_no - 2)
-        out.append(Finding(**base, signature=hit.signature, line=hit.line.strip(), time=hit.time,
-                           context=log.lines[lo: hit.line_no + 3]))
+        context = log.lines[lo: hit.line_no + 3]
+        raised = raised_after(log.lines, hit.line_no) if "Traceback (most recent call last)" in hit.line else None
+        if raised is not None and raised >= hit.line_no + 3:  # the exception the traceback ends with says what
+            context = [*context, "...", *log.lines[max(hit.line_no + 3, raised - 2): raised + 1]]
+        out.append(Finding(**base, signature=hit.signature, line=hit.line.strip(), time=hit.time, context=context))
     ended = first_hit(log.status, catalogue)
     if ended is not None and hit is not None and ended.signature is hit.signature:
         # an end its log already names (Slurm's record of the time limit its output printed): that finding,

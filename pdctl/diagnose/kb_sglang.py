@@ -89,6 +89,15 @@ SIGNATURES = (
         "use the same TP on both roles, or keep the KV pool in GPU memory (VRAM); on host-memory stacks use "
         "transfer.backend mooncake", "sglang/srt/disaggregation/nixl/conn.py (NixlKVManager, heterogeneous TP)",
         first="0.5.15"),
+    # the scheduler's catch-all (managers/scheduler.py, run_scheduler_process): it logs the traceback and sends
+    # SIGQUIT to the server, which kills its process tree; listed after every specific SGLang signature
+    Signature(
+        "sglang-scheduler-exception", SERVER, r"Scheduler hit an exception: Traceback",
+        "SGLang's scheduler raised an exception it does not handle, and SGLang ended the whole server (SIGQUIT "
+        "to its parent); the exception is the traceback's last line, shown with the finding",
+        "read the exception (`pdctl logs ROLE-N`); a flag or model it names is the fix; else it is SGLang's own "
+        "failure: report it with the traceback and the release, and `pdctl restart ROLE:N` meanwhile",
+        "sglang/srt/managers/scheduler.py (run_scheduler_process)", catch_all=True),
     Signature(
         "sglang-pool-leak", SERVER, r"memory leak detected!",
         "SGLang's idle check found KV or request-slot pages neither free nor held by a request: a request's "

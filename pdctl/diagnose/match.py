@@ -20,6 +20,17 @@ SLURM_TIME = re.compile(r"CANCELLED AT (\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})")
 ERROR_MARK = re.compile(r"Traceback \(most recent call last\)|\b(ERROR|FATAL|CRITICAL)\b|\w+(Error|Exception):"
                         r"|\berror:|\bfailed\b", re.IGNORECASE)
 CONTEXT_BEFORE, CONTEXT_AFTER, TAIL_WHEN_NO_MARK = 3, 12, 15
+# the line a Python traceback ends with: the exception raised ("IndexError: index 3280 is out of bounds ...")
+RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b")
+TRACEBACK_SCAN = 400  # lines searched for a traceback's end
+
+
+def raised_after(lines: Sequence[str], start: int) -> int | None:
+    """The index of the exception line ending the traceback that starts at line START, if one follows."""
+    for i in range(start + 1, min(len(lines), start + TRACEBACK_SCAN)):
+        if RAISED.match(lines[i]):
+            return i
+    return None
 
 
 @dataclass(frozen=True)
@@ -61,11 +72,13 @@ def time_near(lines: Sequence[str], index: int) -> datetime | None:
 
 def first_hit(lines: Sequence[str], catalogue: Sequence[Signature]) -> Hit | None:
     """The first line (in log order) that a signature of CATALOGUE matches; at one line, the first signature
-    of the catalogue wins (specific ones are listed before generic ones)."""
-    for i, line in enumerate(lines):
-        for sig in catalogue:
-            if sig.search(line):
-                return Hit(sig, i, line, time_near(lines, i))
+    of the catalogue wins (specific ones are listed before generic ones). Catch-all signatures count only when
+    no other matches anywhere in LINES."""
+    for group in ([s for s in catalogue if not s.catch_all], [s for s in catalogue if s.catch_all]):
+        for i, line in enumerate(lines):
+            for sig in group:
+                if sig.search(line):
+                    return Hit(sig, i, line, time_near(lines, i))
     return None
 
 

@@ -56,6 +56,9 @@ class Signature:
     # an end that says only that the process is gone (its cause: "its log ends without a known error"): not a
     # finding of a process whose log names a known failure (that failure is why it is gone)
     unexplained_only: bool = False
+    # a catch-all (SGLang's scheduler's "Scheduler hit an exception"): a finding only where no specific signature
+    # matches the log (the specific words sit inside its traceback, after it)
+    catch_all: bool = False
 
     @cached_property
     def regex(self) -> re.Pattern[str]:

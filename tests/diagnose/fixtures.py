@@ -48,6 +48,8 @@ LINES: list[tuple[str, str, str]] = [
       "kv_cache_dtype=bf16. Both servers must use the same --kv-cache-dtype value.")),
     ("sglang-nixl-hetero-tp-host", "sglang 0.5.23 disaggregation/nixl/conn.py (NotImplementedError)",
      "NotImplementedError: NIXL heterogeneous-TP direct-to-host KV transfer is not implemented safely yet"),
+    ("sglang-scheduler-exception", "sglang 0.5.23 on this machine's CPU: a gpt-oss prefill's log",
+     "[2026-12-04 16:14:56] Scheduler hit an exception: Traceback (most recent call last):"),
     ("sglang-pool-leak", "sglang 0.5.23 managers/scheduler_components/invariant_checker.py (_report_leak)",
      "ValueError: token_to_kv_pool_allocator memory leak detected! self.max_total_num_tokens=1000, available_size=900"),
     ("sglang-no-space-one-request", "sglang 0.5.5 managers/schedule_batch.py (retract_decode)",

@@ -158,3 +158,25 @@ def test_a_pods_memory_kill_is_named_before_the_crash_loop_that_follows_it() -> 
               "[pdctl] pod pd-decode-0: CrashLoopBackOff back-off 10s restarting failed container=decode"]
     found = explain([ProcessLog("decode-0", "decode", 0, "gpu-1", ["Loading weights ..."], status, failed=True)])
     assert [f.what for f in found.findings] == ["kube-oomkilled"]
+
+
+def test_a_scheduler_exception_is_found_with_the_exception_it_ends_with_unless_a_specific_cause_is_inside() -> None:
+    # SGLang's scheduler logs "Scheduler hit an exception: Traceback ..." and ends the server: the finding quotes
+    # the exception the traceback ends with (lines of a real gpt-oss prefill's log on this machine); the same
+    # traceback ending in words a specific signature knows (SGLang's page-size check) is that signature instead
+    from pdctl.diagnose.explain import ProcessLog, explain
+    from pdctl.sglang.messages import page_size_mismatch
+
+    head = ["[2026-12-04 16:14:50] INFO:     127.0.0.1:1 - \"POST /generate HTTP/1.1\" 200 OK",
+            "[2026-12-04 16:14:56] Scheduler hit an exception: Traceback (most recent call last):",
+            *[f'  File "/sglang/srt/managers/scheduler.py", line {n}, in run_event_loop' for n in range(8)],
+            "    per_req_key = k_cache[per_req_tokens].movedim(0, query.dim() - 2)"]
+    crash = [*head, "IndexError: index 3280 is out of bounds for dimension 0 with size 3280", "",
+             "[2026-12-04 16:14:56] SIGQUIT received. signum=None, frame=None. It usually means one child failed."]
+    found = explain([ProcessLog("prefill-0", "prefill", 0, "local", crash, [], failed=True)])
+    root = found.root
+    assert root is not None and root.what == "sglang-scheduler-exception", found.summary()
+    assert root.context[-1].startswith("IndexError: index 3280") and "no known cause" not in found.summary()
+    specific = [*head, "RuntimeError: " + page_size_mismatch(16, 32)]
+    found = explain([ProcessLog("decode-0", "decode", 0, "local", specific, [], failed=True)])
+    assert found.root is not None and found.root.what == "sglang-page-size-mismatch", found.summary()
