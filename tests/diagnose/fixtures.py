@@ -38,11 +38,11 @@ LINES: list[tuple[str, str, str]] = [
     ("sglang-hetero-tp-hybrid", "https://github.com/llm-d/llm-d/issues/2433 (the 0.5.23 wording)",
      "RuntimeError: PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet."),
     ("sglang-page-size-mismatch", "sglang 0.5.23 on this machine's CPU: decode-0's log, decode page_size 32",
-     "RuntimeError: Page size mismatch: prefill server has page_size=16, but decode server has page_size=32. Both "
-     "servers must use the same --page-size value."),
+     ("RuntimeError: Page size mismatch: prefill server has page_size=16, but decode server has page_size=32. Both "
+      "servers must use the same --page-size value.")),
     ("sglang-kv-dtype-mismatch", "sglang 0.5.23 disaggregation/common/conn.py (try_ensure_parallel_info)",
-     "RuntimeError: KV cache dtype mismatch: prefill server has kv_cache_dtype=auto, but decode server has "
-     "kv_cache_dtype=bf16. Both servers must use the same --kv-cache-dtype value."),
+     ("RuntimeError: KV cache dtype mismatch: prefill server has kv_cache_dtype=auto, but decode server has "
+      "kv_cache_dtype=bf16. Both servers must use the same --kv-cache-dtype value.")),
     ("sglang-nixl-hetero-tp-host", "sglang 0.5.23 disaggregation/nixl/conn.py (NotImplementedError)",
      "NotImplementedError: NIXL heterogeneous-TP direct-to-host KV transfer is not implemented safely yet"),
     ("sglang-pool-leak", "sglang 0.5.23 managers/scheduler_components/invariant_checker.py (_report_leak)",
