@@ -90,6 +90,10 @@ GROUPS = {
         "tests/launch/test_slurm_multinode.py",
         "tests/diagnose/test_e2e_slurm.py",
         "tests/launch/test_multihost.py",
+        # one real SGLang server (colocated TP1, not a PD pair) on a namespaced host: its hosts must not meet the
+        # other modules' (same names and addresses, sshd on port 22); a lone TP1 server that sleeps when idle
+        # beside a cpu-heavy module's PD pair never makes two PD pairs at once
+        "tests/launch/test_e2e_sglang_ssh.py",
         "tests/launch/test_e2e_bottleneck.py",
         "tests/preflight/test_multihost.py",
         "tests/preflight/test_scale.py",

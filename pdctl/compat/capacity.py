@@ -10,7 +10,10 @@ fails at model load, after a multi-node launch) and a pool smaller than one prom
 reads the real `max_total_num_tokens` of every server and compares it with this estimate.
 
 The reference engine sizes its pool from --max-total-tokens alone (CPU, no GPU memory): its estimate is that,
-page-aligned as SGLang aligns it.
+page-aligned as SGLang aligns it. So does SGLang on a CPU node (`gpu: cpu`): pdctl renders `--max-total-tokens`
+there (pdctl/render/cpu.py) and a tiny model's pool is that cap, page-aligned, the SWA pool its ratio of it
+(SGLang takes fewer only when mem_fraction_static of the host's memory, less the weights, holds fewer); both
+estimates are exact (`KvEstimate.exact`): `pdctl status` flags any difference from the server's pool.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ class KvEstimate:
     why: str | None = None
     swa_window: int | None = None  # with page_size, the SWA pool's admission floor (at or below it: nothing fits)
     page_size: int = 1
+    exact: bool = False  # the pool is fixed by a flag (reference engine, CPU node): any difference is a disagreement
+    kv_bytes: int | None = None  # the pool's bytes on one rank (full + SWA), where the layout is known
 
     @property
     def no_room(self) -> bool:
@@ -87,7 +92,9 @@ def estimate(topo: Any, spec: ModelSpec, role: EffectiveRole) -> KvEstimate:
     if topo.engine.kind == "reference":
         tokens = (user_cap or REFERENCE_POOL_DEFAULT) // page * page
         return KvEstimate(role.name, None, tokens, context_length=ctx_len,
-                          why="the reference engine's pool is --max-total-tokens")
+                          why="the reference engine's pool is --max-total-tokens", exact=True)
+    if _cpu_role(topo, role):
+        return _cpu_estimate(spec, role, ctx_len, user_cap)
     gpu = _gpu(topo, role)
     if gpu is None:
         return KvEstimate(role.name, None, None, context_length=ctx_len, why="no GPU memory known for its nodes")
@@ -116,6 +123,31 @@ def estimate(topo: Any, spec: ModelSpec, role: EffectiveRole) -> KvEstimate:
     sizes = memory.pool_sizes(kv_gib * memory.GIB, layout, page, user_cap)
     return KvEstimate(role.name, gpu, sizes.max_total_num_tokens, sizes.swa_tokens,
                       cell_bytes=round(layout.cell_bytes, 1), swa_window=spec.sliding_window, page_size=page, **common)
+
+
+CPU_BASIS = "the render's --max-total-tokens on a CPU node"
+
+
+def _cpu_role(topo: Any, role: EffectiveRole) -> bool:
+    return bool(role.nodes) and all(topo.node(n).gpu == "cpu" for n in role.nodes)
+
+
+def _cpu_estimate(spec: ModelSpec, role: EffectiveRole, ctx_len: int | None, cap: int | None) -> KvEstimate:
+    """A CPU node's pool: the render's --max-total-tokens (pdctl.render.cpu), page-aligned, the SWA pool its
+    ratio of it, as SGLang's HybridSWAPoolConfigurator solves it from a token count."""
+    if cap is None:
+        return KvEstimate(role.name, "cpu", None, context_length=ctx_len,
+                          why="a CPU node without --max-total-tokens: its pool is a share of the host's memory")
+    layout = _layout(spec, role)
+    if layout is None:
+        return KvEstimate(role.name, "cpu", None, context_length=ctx_len,
+                          why=f"kv_cache_dtype {role.kv_cache_dtype} is not sized here")
+    page = role.page_size or 1
+    sizes = memory.fixed_pool_sizes(cap, layout, page)
+    kv_bytes = sizes.max_total_num_tokens * layout.full_bytes + (sizes.swa_tokens or 0) * layout.swa_bytes
+    return KvEstimate(role.name, "cpu", sizes.max_total_num_tokens, sizes.swa_tokens, context_length=ctx_len,
+                      cell_bytes=round(layout.cell_bytes, 1), why=CPU_BASIS, swa_window=spec.sliding_window,
+                      page_size=page, exact=True, kv_bytes=int(kv_bytes))
 
 
 def _layout(spec: ModelSpec, role: EffectiveRole) -> memory.KvLayout | None:
@@ -169,7 +201,23 @@ def kv_capacity(ctx: Context) -> Outcome:
     known = [e for e in found if e.tokens is not None]
     if not known:
         return passed("not estimated: " + "; ".join(f"{e.role}: {e.why}" for e in found))
-    return passed(", ".join(f"{e.role} ~{e.tokens:,} tokens" for e in known) + " of KV per rank (estimate)")
+    cpu = {e.gpu == "cpu" for e in known}
+    basis = {frozenset({True}): CPU_BASIS, frozenset({False}): "estimate"}.get(
+        frozenset(cpu), f"estimate; CPU nodes: {CPU_BASIS}")
+    basis = f" ({basis})"
+    return passed(", ".join(_tokens_words(e) for e in known) + " of KV per rank" + basis)
+
+
+def size_words(n_bytes: float) -> str:
+    """Bytes in MiB below a GiB, else GiB."""
+    return f"{n_bytes / memory.GIB:.2f} GiB" if n_bytes >= memory.GIB else f"{n_bytes / (1 << 20):.2f} MiB"
+
+
+def _tokens_words(e: KvEstimate) -> str:
+    if e.gpu != "cpu":
+        return f"{e.role} ~{e.tokens:,} tokens"
+    swa = f", SWA {e.swa_tokens:,}" if e.swa_tokens is not None else ""
+    return f"{e.role} {e.tokens:,} tokens{swa} ({size_words(e.kv_bytes or 0)})"
 
 
 def kv_capacity_context(ctx: Context) -> Outcome:

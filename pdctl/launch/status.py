@@ -165,8 +165,8 @@ def _status(run_dir: str | Path | None) -> dict[str, Any]:
         entry["metrics_error"] = sample.get(entry.get("name", "router"), {}).get("error")
     serving = [r for r, p in zip(records, processes) if p["alive"] and r.get("url")]
     if serving:
-        estimates, kind, why = role_estimates(path / TOPOLOGY_COPY)
-        kv = capacities(serving, estimates, exact=kind == "reference", why=why)
+        estimates, why = role_estimates(path / TOPOLOGY_COPY)
+        kv = capacities(serving, estimates, why=why)
         for entry in processes:
             if entry["name"] in kv:
                 entry["kv_capacity"] = kv[entry["name"]]
@@ -255,16 +255,16 @@ def routed_alive(router: dict[str, Any], processes: list[dict[str, Any]], expect
     return ready and alive >= expected and not down, detail
 
 
-def role_estimates(topology_path: Path) -> tuple[dict[str, Any], str | None, str | None]:
-    """(role name -> check-compat's KvEstimate, engine kind, None) for the topology at TOPOLOGY_PATH (the run's
-    copy, rendered here once, as check-compat judges it), or ({}, None, why not)."""
+def role_estimates(topology_path: Path) -> tuple[dict[str, Any], str | None]:
+    """(role name -> check-compat's KvEstimate, None) for the topology at TOPOLOGY_PATH (the run's copy, rendered
+    here once, as check-compat judges it), or ({}, why not)."""
     try:
         topo = load_topology(topology_path)
         spec = resolve_model_spec(topo.model, engine_kind=topo.engine.kind)
         eff = effective(render(topo))
     except (UserError, OSError) as exc:
-        return {}, None, f"no estimate ({exc})"
-    return {name: estimate(topo, spec, role) for name, role in eff.roles.items()}, topo.engine.kind, None
+        return {}, f"no estimate ({exc})"
+    return {name: estimate(topo, spec, role) for name, role in eff.roles.items()}, None
 
 
 def run_watch(run_dir: Path, state: dict[str, Any] | None = None) -> Watch:

@@ -150,10 +150,16 @@ class PoolSizes:
 def pool_sizes(budget_bytes: float, layout: KvLayout, page_size: int, max_total_tokens: int | None = None) -> PoolSizes:
     """Tokens the budget holds, page-aligned, capped by --max-total-tokens (the user limit only lowers it);
     the SWA pool gets swa_ratio of the full pool (HybridSWAPoolConfigurator._solve_pool_sizes)."""
-    page = max(1, page_size)
     tokens = int(max(budget_bytes, 0) // layout.cell_bytes) if layout.cell_bytes > 0 else 0
     if max_total_tokens is not None:
         tokens = min(tokens, max_total_tokens)
+    return fixed_pool_sizes(tokens, layout, page_size)
+
+
+def fixed_pool_sizes(tokens: int, layout: KvLayout, page_size: int) -> PoolSizes:
+    """The pools of a token count (calculate_pool_sizes_from_max_tokens): the full pool page-aligned, the SWA
+    pool swa_ratio of it, page-aligned."""
+    page = max(1, page_size)
     full = tokens // page * page
     swa = int(full * layout.swa_ratio) // page * page if layout.swa_bytes else None
     return PoolSizes(full, swa)

@@ -10,7 +10,13 @@ import yaml
 from click.testing import CliRunner
 
 from pdctl.cli.main import cli
+from pdctl.compat.capacity import CPU_BASIS, estimate
+from pdctl.compat.effective import effective
+from pdctl.models import resolve_model_spec
+from pdctl.render.cpu import MAX_TOTAL_TOKENS
+from pdctl.render.deployment import render
 from pdctl.sglang import messages
+from pdctl.topology import build_topology
 from tests.support.paths import REPO
 
 MOONCAKE = REPO / "configs" / "local-cpu-sglang-mooncake.yaml"
@@ -44,3 +50,40 @@ def test_the_same_shape_on_gpus_is_not_refused(tmp_path):
     doc = yaml.safe_load(GPU_TP2.read_text())
     _, findings = judge(doc, tmp_path)
     assert findings[RULE]["ok"]
+
+
+LLAMA_CPU = REPO / "configs" / "local-cpu-sglang.yaml"
+TINY_LLAMA_BYTES_PER_TOKEN = 2 * 2 * 2 * 32 * 2  # layers x (K, V) x KV heads x head_dim x bf16
+
+
+def cpu_estimates(doc: dict) -> dict:
+    topo = build_topology(doc)
+    spec = resolve_model_spec(topo.model, engine_kind="sglang")
+    return {name: estimate(topo, spec, role) for name, role in effective(render(topo)).roles.items()}
+
+
+def test_a_cpu_nodes_kv_pool_is_the_renders_max_total_tokens_in_tokens_and_bytes(tmp_path):
+    doc = yaml.safe_load(LLAMA_CPU.read_text())
+    got = cpu_estimates(doc)
+    for role in ("prefill", "decode"):
+        e = got[role]
+        assert (e.tokens, e.swa_tokens, e.exact, e.gpu) == (MAX_TOTAL_TOKENS, None, True, "cpu"), e
+        assert e.kv_bytes == MAX_TOTAL_TOKENS * TINY_LLAMA_BYTES_PER_TOKEN
+    code, findings = judge(doc, tmp_path)
+    assert code == 0 and findings["kv-capacity"]["ok"]
+    assert findings["kv-capacity"]["message"] == ("prefill 4,096 tokens (2.00 MiB), decode 4,096 tokens (2.00 MiB) "
+                                                  f"of KV per rank ({CPU_BASIS})")
+    doc["decode"]["args"] = {"max-total-tokens": 1000}  # the role's args win; SGLang aligns it to the page (16)
+    decode = cpu_estimates(doc)["decode"]
+    assert (decode.tokens, decode.kv_bytes) == (992, 992 * TINY_LLAMA_BYTES_PER_TOKEN)
+
+
+def test_a_gpu_nodes_pool_is_not_the_cpu_cap(tmp_path):
+    doc = yaml.safe_load(LLAMA_CPU.read_text())
+    doc["nodes"][0]["gpu"] = "h100"
+    for role in cpu_estimates(doc).values():
+        assert not role.exact and role.gpu == "h100" and role.why != CPU_BASIS, role
+    doc["nodes"][0]["gpu"] = "cpu"
+    doc["server"]["args"] = {"max-total-tokens": None}  # no cap rendered: the pool is a share of host memory
+    for role in cpu_estimates(doc).values():
+        assert role.tokens is None and "share of the host's memory" in (role.why or ""), role

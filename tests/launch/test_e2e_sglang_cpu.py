@@ -18,6 +18,8 @@ import pytest
 import requests
 import yaml
 
+from pdctl.compat.capacity import CPU_BASIS
+from pdctl.render.cpu import MAX_TOTAL_TOKENS
 from pdctl.sglang_cpu import SERVE_MODULE
 from pdctl.sglang_cpu.sidevenv import init_model
 from tests.support.cpu import idle_share
@@ -133,6 +135,14 @@ def test_status_reads_sglangs_metrics(deployment: dict) -> None:
     doc = json.loads(done.stdout)
     text = json.dumps(doc)
     assert "healthy" in text and "sglang" in text
+    # the KV pool SGLang reports, read from SGLang here, beside pdctl's estimate (the render's --max-total-tokens
+    # on a CPU node, in tokens and bytes): they agree, and status says so for both servers
+    for proc in doc["processes"]:
+        reported = requests.get(proc["url"] + "/server_info", timeout=30).json()["max_total_num_tokens"]
+        kv = proc["kv_capacity"]
+        assert kv["verdict"] == "agrees" and kv["max_total_num_tokens"] == reported == kv["estimate"], kv
+        assert kv["estimate"] == MAX_TOTAL_TOKENS and kv["basis"] == CPU_BASIS and kv["estimate_bytes"] > 0, kv
+    assert f"KV capacity of decode-0: agrees — {MAX_TOTAL_TOKENS:,} tokens" in " ".join(done.stderr.split())
 
 
 def test_eval_gsm8k_through_real_sglang(deployment: dict) -> None:

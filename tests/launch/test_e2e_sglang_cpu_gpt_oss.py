@@ -63,6 +63,10 @@ def test_a_gpt_oss_pd_pair_serves_on_the_hybrid_swa_pool_and_every_output_says_i
         status = run("status", "--run-dir", str(run_dir), "--json", "-")
         assert status.returncode == 0, status.stderr[-3000:]
         assert json.loads(status.stdout)["numerics_notes"] == [NUMERICS_NOTE]
+        for row in json.loads(status.stdout)["processes"]:  # both pools SGLang reports, each as pdctl estimates
+            kv = row["kv_capacity"]
+            assert kv["verdict"] == "agrees" and kv["max_total_num_tokens"] == kv["estimate"], kv
+            assert kv["swa_max_total_num_tokens"] == kv["swa_estimate"] and 0 < kv["swa_estimate"] < kv["estimate"]
         assert NUMERICS_NOTE in _flat(status)
 
         evaluated = run("eval", "gsm8k", "--run-dir", str(run_dir), "--data-file", str(DATA / "gsm8k_test_50.jsonl"),
