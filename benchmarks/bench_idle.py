@@ -29,11 +29,11 @@ TARGET_IDLE_CORE_SHARE = 0.02
 PROMPTS = {"short (17 tokens)": "x" * 16, "long (1025 tokens)": "y" * 1024}
 
 
-def latencies(router_url: str, text: str, rounds: int) -> list[float]:
-    """Wall seconds of ROUNDS sequential one-token PD requests for TEXT."""
+def latencies(router_url: str, text: str, rounds: int, max_new_tokens: int = 1) -> list[float]:
+    """Wall seconds of ROUNDS sequential greedy PD requests for TEXT, each of MAX_NEW_TOKENS tokens."""
     import requests
 
-    body = {"text": text, "sampling_params": {"max_new_tokens": 1, "temperature": 0, "ignore_eos": True}}
+    body = {"text": text, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0, "ignore_eos": True}}
     out = []
     for _ in range(rounds):
         start = time.perf_counter()

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import yaml
 
+from benchmarks.bench_idle import latencies
+
 REPO = Path(__file__).resolve().parents[1]
 ROUNDS = 20
 NEW_TOKENS = 8
@@ -74,21 +76,6 @@ def _rss_bytes(pids: set[int]) -> int:
     return total
 
 
-def _latencies(url: str) -> list[float]:
-    import requests
-
-    body = {"text": PROMPT, "sampling_params": {"max_new_tokens": NEW_TOKENS, "temperature": 0.0,
-                                                "ignore_eos": True}}
-    out = []
-    for _ in range(ROUNDS):
-        start = time.perf_counter()
-        response = requests.post(url + "/generate", json=body, timeout=300)
-        out.append(time.perf_counter() - start)
-        if response.status_code != 200:
-            raise RuntimeError(f"routed generate failed: HTTP {response.status_code}: {response.text[:300]}")
-    return out
-
-
 def measure(tmp: Path, topology: Path) -> dict:
     """Launch TOPOLOGY, measure it, bring it down."""
     from tests.support.cpu import idle_share
@@ -100,9 +87,8 @@ def measure(tmp: Path, topology: Path) -> dict:
     startup = time.monotonic() - start
     try:
         router = json.loads((run_dir / "state.json").read_text())["router"]["url"]
-        for _ in range(3):  # warm-up: the first transfers set up the link
-            _latencies_once(router)
-        lat = _latencies(router)
+        latencies(router, PROMPT, 3, 2)  # warm-up: the first transfers set up the link
+        lat = latencies(router, PROMPT, ROUNDS, NEW_TOKENS)
         time.sleep(SETTLE_S)
         pids = group_pids(started_records(run_dir))
         rss = _rss_bytes(pids)
@@ -111,12 +97,6 @@ def measure(tmp: Path, topology: Path) -> dict:
         _pdctl(tmp, "down", "--run-dir", str(run_dir), timeout=300)
     return {"startup_s": startup, "rss_gib": rss / (1 << 30), "processes": len(pids),
             "p50_s": statistics.median(lat), "p90_s": statistics.quantiles(lat, n=10)[8], "idle_cores": idle}
-
-
-def _latencies_once(url: str) -> None:
-    import requests
-
-    requests.post(url + "/generate", json={"text": PROMPT, "sampling_params": {"max_new_tokens": 2}}, timeout=300)
 
 
 def main() -> int:

@@ -26,9 +26,9 @@ import yaml
 
 from pdctl.launch.submit import write_script
 from pdctl.topology import load_topology
-from tests.support.multihost import start_multihost
 from tests.support.netns import netns_missing_reason
-from tests.support.slurm_cluster import slurm_missing_reason, start_slurm
+from tests.support.slurm_cluster import slurm_missing_reason
+from tests.support.slurm_pd import slurm_reference_pd
 from tests.support.sshd import sshd_missing_reason
 
 _why = netns_missing_reason() or sshd_missing_reason() or slurm_missing_reason()
@@ -45,27 +45,9 @@ def _pdctl(env: dict[str, str], *args: str, cwd: Path, timeout: float = 300) -> 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
-    tmp = tmp_path_factory.mktemp("diagnose-slurm")
-    mh = start_multihost(tmp, "ab")
-    try:
-        slurm = start_slurm(mh.cluster, tmp / "slurm", controller="a", nodes="ab")
-        doc = {
-            "name": "diagnose-slurm",
-            "engine": {"kind": "reference", "python": mh.python},
-            "model": {"path": str(ref_checkpoint)},
-            "slurm": SLURM,
-            "nodes": [{"name": "pa", "gpu": "cpu", "gpus": 1}, {"name": "db", "gpu": "cpu", "gpus": 1}],
-            "transfer": {"backend": "nixl"},
-            "server": {"page_size": 16},
-            "prefill": {"nodes": ["pa"], "tp": 1, "port": 30000},
-            "decode": {"nodes": ["db"], "tp": 1, "port": 30100},
-            "router": {"node": "pa", "host": "0.0.0.0", "port": 8000},
-        }
-        topo = tmp / "diagnose-slurm.yaml"
-        topo.write_text(yaml.safe_dump(doc, sort_keys=False))
-        yield {"mh": mh, "slurm": slurm, "env": slurm.env(), "tmp": tmp, "topo": topo}
-    finally:
-        mh.stop()
+    with slurm_reference_pd(tmp_path_factory.mktemp("diagnose-slurm"), ref_checkpoint, name="diagnose-slurm",
+                            slurm=SLURM, hosts="ab", controller="a", gpus=1, prefill_tp=1) as found:
+        yield found
 
 
 def _diagnose(cluster: dict, run_dir: Path) -> tuple[subprocess.CompletedProcess[str], dict]:

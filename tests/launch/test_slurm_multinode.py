@@ -16,13 +16,12 @@ from pathlib import Path
 
 import pytest
 import requests
-import yaml
 
 from tests.support.launch_e2e import wait_state
-from tests.support.multihost import start_multihost
 from tests.support.netns import netns_missing_reason
 from tests.support.orphans import pids_with
-from tests.support.slurm_cluster import slurm_missing_reason, start_slurm
+from tests.support.slurm_cluster import slurm_missing_reason
+from tests.support.slurm_pd import slurm_reference_pd
 from tests.support.sshd import sshd_missing_reason
 
 _why = netns_missing_reason() or sshd_missing_reason() or slurm_missing_reason()
@@ -38,27 +37,9 @@ def _pdctl(env: dict[str, str], *args: str, cwd: Path, timeout: float = 300) -> 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, ref_checkpoint: Path):
     """The hosts, their Slurm, and the topology: two nodes by count, the router on the prefill node."""
-    tmp = tmp_path_factory.mktemp("slurm-multinode")
-    mh = start_multihost(tmp)
-    try:
-        slurm = start_slurm(mh.cluster, tmp / "slurm", controller="c", nodes="ab")
-        doc = {
-            "name": "slurm-multinode",
-            "engine": {"kind": "reference", "python": mh.python},
-            "model": {"path": str(ref_checkpoint)},
-            "slurm": SLURM,
-            "nodes": [{"name": "pa", "gpu": "cpu", "gpus": 4}, {"name": "db", "gpu": "cpu", "gpus": 4}],
-            "transfer": {"backend": "nixl"},
-            "server": {"page_size": 16},
-            "prefill": {"nodes": ["pa"], "tp": 2, "port": 30000},
-            "decode": {"nodes": ["db"], "tp": 1, "port": 30100},
-            "router": {"node": "pa", "host": "0.0.0.0", "port": 8000},
-        }
-        topo = tmp / "slurm-multinode.yaml"
-        topo.write_text(yaml.safe_dump(doc, sort_keys=False))
-        yield {"mh": mh, "slurm": slurm, "env": slurm.env(), "tmp": tmp, "topo": topo}
-    finally:
-        mh.stop()
+    with slurm_reference_pd(tmp_path_factory.mktemp("slurm-multinode"), ref_checkpoint, name="slurm-multinode",
+                            slurm=SLURM, hosts="abc", controller="c", gpus=4, prefill_tp=2) as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
