@@ -143,21 +143,36 @@ def answers(url: str, *, timeout: float = HEALTH_PROBE_S) -> bool:
     return True
 
 
+def process_state(record: dict[str, Any]) -> str | None:
+    """RECORD's process state letter through its executor (T: stopped), None when it cannot be read."""
+    try:
+        return executor_for(record).process_state(record)
+    except Exception:  # noqa: BLE001 -- an unreadable state (ssh down) leaves the silence as the evidence
+        return None
+
+
+def patiently(record: dict[str, Any], ask: Callable[[float], T], answered: Callable[[T], bool]) -> tuple[T, str | None]:
+    """ASK(timeout) RECORD's health endpoint for HEALTH_PROBE_S; without an answer, read the process state and,
+    unless the process is stopped (it cannot answer), ask again for the rest of what the endpoint may take (the
+    record's health_timeout_s: SGLang's /health runs a generate, late on a loaded machine). (the last result,
+    the state read or None)."""
+    got = ask(HEALTH_PROBE_S)
+    if answered(got):
+        return got, None
+    state = process_state(record)
+    rest = answers_within(record) - HEALTH_PROBE_S
+    if state not in STOPPED_STATES and rest > 0:
+        got = ask(rest)
+    return got, state
+
+
 def _hung(record: dict[str, Any], clock: HealthClock, hang_after_s: float) -> tuple[float, str | None] | None:
     """(seconds unanswered, process state) when the running RECORD is hung, else None (it answers, serves no
     HTTP, or has not been silent for HANG_AFTER_S yet and is not stopped)."""
     if not (record.get("url") and record.get("health_path")) or not process_kind(record).http_health:
         return None  # a pod's health is the kubelet's readiness probe (its URL is in-cluster): exit_code reads it
     url, asked_at = record["url"] + record["health_path"], time.monotonic()
-    answered, state = answers(url), None
-    if not answered:
-        try:
-            state = executor_for(record).process_state(record)
-        except Exception:  # noqa: BLE001 -- an unreadable state (ssh down) leaves the silence as the evidence
-            state = None
-        rest = answers_within(record) - HEALTH_PROBE_S  # SGLang's /health runs a generate: late under load
-        if state not in STOPPED_STATES and rest > 0:
-            answered = answers(url, timeout=rest)
+    answered, state = patiently(record, lambda timeout: answers(url, timeout=timeout), bool)
     silent = clock.unanswered_for(str(record.get("name")), answered, asked_at)
     if silent is None:
         return None

@@ -11,7 +11,6 @@ from typing import Any
 import requests
 
 from pdctl.clip import clip
-from pdctl.runs.state import answers_within
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -52,13 +51,6 @@ def worker_is_healthy(worker: dict[str, Any]) -> bool:
     if isinstance(status, str):
         return status.lower() in {"healthy", "ready", "ok", "up"}
     return True
-
-
-def answer_within(record: dict[str, Any]) -> float:
-    """Seconds within which RECORD's health endpoint answers (200 or 503) while its HTTP server runs: the
-    record's `health_timeout_s` (SGLang's /health runs a one-token generate: pdctl.sglang.facts), at least
-    PROBE_TIMEOUT_S. A probe of a running process that waited less has not shown that it is silent."""
-    return max(PROBE_TIMEOUT_S, answers_within(record))
 
 
 def worker_health(record: dict[str, Any], *, timeout: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:

@@ -16,14 +16,13 @@ from pdctl.executors import executor_for, shared_connections
 from pdctl.launch.gpus import GpuWatch, executor_kind
 from pdctl.launch.health import (
     PROBE_TIMEOUT_S,
-    answer_within,
     router_check,
     router_workers,
     worker_health,
     worker_is_healthy,
 )
 from pdctl.launch.transfer_path import transfer_path
-from pdctl.liveness import STOPPED_STATES, HealthClock, check_run
+from pdctl.liveness import STOPPED_STATES, HealthClock, check_run, patiently, process_state
 from pdctl.metrics.alarms import StallDetector
 from pdctl.metrics.bottleneck import Sample, judge, sample_of
 from pdctl.metrics.capacity import capacities
@@ -33,29 +32,8 @@ from pdctl.metrics.watch import Watch
 from pdctl.models import resolve_model_spec
 from pdctl.render.deployment import render
 from pdctl.runs import DEPLOYMENT_FILE, read_state, resolve_run_dir
-from pdctl.runs.state import TOPOLOGY_COPY, numerics_notes, started
+from pdctl.runs.state import TOPOLOGY_COPY, answers_within, numerics_notes, started
 from pdctl.topology import load_topology
-
-
-def _state(record: dict[str, Any]) -> str | None:
-    try:
-        return executor_for(record).process_state(record)
-    except Exception:  # noqa: BLE001 -- an unreadable state (ssh down) leaves the silence as the evidence
-        return None
-
-
-def patient_health(record: dict[str, Any]) -> tuple[bool, str, str | None]:
-    """(ok, what, process state) of a running worker RECORD: a probe of PROBE_TIMEOUT_S; when it gets no answer,
-    the process state, and unless the process is stopped, a second probe for the rest of what the server may take
-    to answer (pdctl.launch.health.answer_within: SGLang's /health runs a generate, slow on a loaded machine)."""
-    healthy, detail = worker_health(record)
-    if healthy or "Timeout" not in detail:
-        return healthy, detail, None
-    state = _state(record)
-    rest = answer_within(record) - PROBE_TIMEOUT_S
-    if state not in STOPPED_STATES and rest > 0:
-        healthy, detail = worker_health(record, timeout=rest)
-    return healthy, detail, state
 
 
 def hung_detail(record: dict[str, Any], what: str, state: str | None = None) -> str | None:
@@ -63,8 +41,8 @@ def hung_detail(record: dict[str, Any], what: str, state: str | None = None) -> 
     the running RECORD gave no HTTP answer at all (pdctl.liveness's rule), else None."""
     if "Timeout" not in what:
         return None
-    state = state or _state(record)
-    waited = PROBE_TIMEOUT_S if state in STOPPED_STATES else answer_within(record)
+    state = state or process_state(record)
+    waited = PROBE_TIMEOUT_S if state in STOPPED_STATES else max(PROBE_TIMEOUT_S, answers_within(record))
     detail = f"hung: no answer to {record.get('health_path') or '/health'} within {waited:g} s"
     if state:
         detail += f", process state {state}" + (f" ({STOPPED_STATES[state]})" if state in STOPPED_STATES else "")
@@ -88,7 +66,9 @@ def _process_status(record: dict[str, Any], *, probe_health: bool = True) -> dic
         healthy, detail = (alive, "running") if alive else (False, "exited")
         condition = "healthy" if alive else "exited"
         if alive and probe_health:
-            healthy, detail, state = patient_health(record)
+            # an HTTP answer (200 or not) or a refused connection is an answer; only a timeout waits longer
+            (healthy, detail), state = patiently(record, lambda timeout: worker_health(record, timeout=timeout),
+                                                 lambda got: got[0] or "Timeout" not in got[1])
             hung = None if healthy else hung_detail(record, detail, state)
             condition = "healthy" if healthy else ("hung" if hung else "starting")
             detail = hung or detail
