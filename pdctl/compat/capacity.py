@@ -201,11 +201,9 @@ def kv_capacity(ctx: Context) -> Outcome:
     known = [e for e in found if e.tokens is not None]
     if not known:
         return passed("not estimated: " + "; ".join(f"{e.role}: {e.why}" for e in found))
-    cpu = {e.gpu == "cpu" for e in known}
-    basis = {frozenset({True}): CPU_BASIS, frozenset({False}): "estimate"}.get(
-        frozenset(cpu), f"estimate; CPU nodes: {CPU_BASIS}")
-    basis = f" ({basis})"
-    return passed(", ".join(_tokens_words(e) for e in known) + " of KV per rank" + basis)
+    cpu = [e.gpu == "cpu" for e in known]
+    basis = CPU_BASIS if all(cpu) else f"estimate; CPU nodes: {CPU_BASIS}" if any(cpu) else "estimate"
+    return passed(", ".join(_tokens_words(e) for e in known) + f" of KV per rank ({basis})")
 
 
 def size_words(n_bytes: float) -> str:
